@@ -1,0 +1,357 @@
+/*
+ * ovs-gpu runtime: device discovery with CPU fallback, pinned buffers and
+ * per-thread streams.
+ *
+ * The CUDA runtime API is plain C, so this file is compiled by the C
+ * compiler in both builds; HAVE_CUDA selects whether it talks to a device.
+ */
+#include <config.h>
+
+#include "gpu_runtime/gpu-runtime.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+const char *
+gpu_status_string(int status)
+{
+    switch (status) {
+    case GPU_OK: return "success";
+    case GPU_ERR_INVALID: return "invalid argument";
+    case GPU_ERR_NOMEM: return "out of host memory";
+    case GPU_ERR_DEVICE_NOMEM: return "out of device memory";
+    case GPU_ERR_DEVICE: return "device error";
+    case GPU_ERR_NO_DEVICE: return "no such device";
+    case GPU_ERR_EXISTS: return "already exists";
+    case GPU_ERR_NOT_FOUND: return "not found";
+    case GPU_ERR_BUSY: return "busy";
+    default: return "unknown error";
+    }
+}
+
+bool
+gpu_runtime_has_cuda(void)
+{
+#ifdef HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+#ifdef HAVE_CUDA
+/* Device discovery is done once per process: cudaGetDeviceCount() costs a
+ * driver initialisation, and the answer does not change while we run. */
+static pthread_once_t discover_once = PTHREAD_ONCE_INIT;
+static int n_devices;
+static char discover_why[256];
+
+static void
+discover_devices(void)
+{
+    cudaError_t err = cudaGetDeviceCount(&n_devices);
+
+    if (err != cudaSuccess) {
+        snprintf(discover_why, sizeof discover_why,
+                 "no usable CUDA device (%s: %s)",
+                 cudaGetErrorName(err), cudaGetErrorString(err));
+        n_devices = 0;
+        /* Clear the sticky error so later calls report their own. */
+        cudaGetLastError();
+    } else if (!n_devices) {
+        snprintf(discover_why, sizeof discover_why,
+                 "no CUDA device found");
+    }
+}
+#endif
+
+int
+gpu_device_count(const char **why)
+{
+#ifdef HAVE_CUDA
+    pthread_once(&discover_once, discover_devices);
+    if (!n_devices && why) {
+        *why = discover_why;
+    }
+    return n_devices;
+#else
+    if (why) {
+        *why = "built without CUDA";
+    }
+    return 0;
+#endif
+}
+
+int
+gpu_device_query(int index, struct gpu_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (index < 0 || index >= gpu_device_count(NULL)) {
+        return GPU_ERR_NO_DEVICE;
+    }
+#ifdef HAVE_CUDA
+    struct cudaDeviceProp prop;
+    cudaError_t err = cudaGetDeviceProperties(&prop, index);
+    if (err != cudaSuccess) {
+        return GPU_ERR_DEVICE;
+    }
+    info->index = index;
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->cc_major = prop.major;
+    info->cc_minor = prop.minor;
+    info->total_mem = prop.totalGlobalMem;
+    info->multiprocessors = prop.multiProcessorCount;
+    return GPU_OK;
+#else
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_device_select(int index)
+{
+    if (index < 0 || index >= gpu_device_count(NULL)) {
+        return GPU_ERR_NO_DEVICE;
+    }
+#ifdef HAVE_CUDA
+    return cudaSetDevice(index) == cudaSuccess ? GPU_OK : GPU_ERR_DEVICE;
+#else
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_device_parse(const char *value, struct gpu_device_choice *choice,
+                 char *err, size_t err_size)
+{
+    if (!value || !value[0]) {
+        choice->use_cpu = false;
+        choice->index = 0;
+        return GPU_OK;
+    }
+    if (!strcmp(value, "cpu")) {
+        choice->use_cpu = true;
+        choice->index = -1;
+        return GPU_OK;
+    }
+
+    /* A device index: decimal digits only, no sign, no spaces. */
+    char *end;
+    errno = 0;
+    long index = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end || errno
+        || index < 0 || index > 1023) {
+        snprintf(err, err_size, "\"%s\" is neither \"cpu\" nor a CUDA "
+                 "device index (0 to 1023)", value);
+        return GPU_ERR_INVALID;
+    }
+    choice->use_cpu = false;
+    choice->index = index;
+    return GPU_OK;
+}
+
+int
+gpu_device_check(const struct gpu_device_choice *choice,
+                 char *err, size_t err_size)
+{
+    if (choice->use_cpu) {
+        return GPU_OK;
+    }
+
+    const char *why = NULL;
+    int n = gpu_device_count(&why);
+    if (choice->index >= n) {
+        if (n) {
+            snprintf(err, err_size, "CUDA device %d does not exist (this "
+                     "machine has %d, numbered from 0)", choice->index, n);
+        } else {
+            snprintf(err, err_size, "CUDA device %d does not exist (%s)",
+                     choice->index, why);
+        }
+        return GPU_ERR_NO_DEVICE;
+    }
+    return GPU_OK;
+}
+
+int
+gpu_bool_parse(const char *value, bool dflt, bool *out,
+               char *err, size_t err_size)
+{
+    if (!value || !value[0]) {
+        *out = dflt;
+    } else if (!strcmp(value, "true")) {
+        *out = true;
+    } else if (!strcmp(value, "false")) {
+        *out = false;
+    } else {
+        snprintf(err, err_size, "\"%s\" is not \"true\" or \"false\"",
+                 value);
+        return GPU_ERR_INVALID;
+    }
+    return GPU_OK;
+}
+
+/* Pinned host memory.  cudaHostAlloc'd and malloc'd blocks must be freed
+ * by their own allocator, so a small header in front of each block records
+ * which one it came from.  The header is 64 bytes to keep the user's block
+ * cache-line (and 16-byte vector load) aligned. */
+#define HOST_HDR 64
+enum { HOST_HEAP = 0x48454150, HOST_PINNED = 0x50494e4e };
+
+void *
+gpu_host_alloc(size_t size)
+{
+    if (size > SIZE_MAX - HOST_HDR) {
+        return NULL;
+    }
+    uint8_t *block = NULL;
+    uint32_t kind = HOST_HEAP;
+#ifdef HAVE_CUDA
+    if (gpu_device_count(NULL) > 0
+        && cudaHostAlloc((void **) &block, size + HOST_HDR,
+                         cudaHostAllocPortable) == cudaSuccess) {
+        kind = HOST_PINNED;
+    } else {
+        cudaGetLastError();
+        block = NULL;
+    }
+#endif
+    if (!block && posix_memalign((void **) &block, HOST_HDR,
+                                 size + HOST_HDR)) {
+        return NULL;
+    }
+    memcpy(block, &kind, sizeof kind);
+    return block + HOST_HDR;
+}
+
+void
+gpu_host_free(void *p)
+{
+    if (!p) {
+        return;
+    }
+    uint8_t *block = (uint8_t *) p - HOST_HDR;
+    uint32_t kind;
+    memcpy(&kind, block, sizeof kind);
+#ifdef HAVE_CUDA
+    if (kind == HOST_PINNED) {
+        cudaFreeHost(block);
+        return;
+    }
+#endif
+    free(block);
+}
+
+struct gpu_stream {
+    void *native;               /* cudaStream_t, or NULL on the CPU. */
+};
+
+int
+gpu_stream_create(struct gpu_stream **streamp)
+{
+    struct gpu_stream *stream = calloc(1, sizeof *stream);
+    if (!stream) {
+        return GPU_ERR_NOMEM;
+    }
+#ifdef HAVE_CUDA
+    if (gpu_device_count(NULL) > 0) {
+        cudaStream_t native;
+        if (cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking)
+            != cudaSuccess) {
+            cudaGetLastError();
+            free(stream);
+            return GPU_ERR_DEVICE;
+        }
+        stream->native = native;
+    }
+#endif
+    *streamp = stream;
+    return GPU_OK;
+}
+
+void
+gpu_stream_destroy(struct gpu_stream *stream)
+{
+    if (!stream) {
+        return;
+    }
+#ifdef HAVE_CUDA
+    if (stream->native) {
+        cudaStreamDestroy((cudaStream_t) stream->native);
+    }
+#endif
+    free(stream);
+}
+
+int
+gpu_stream_sync(struct gpu_stream *stream)
+{
+#ifdef HAVE_CUDA
+    if (stream && stream->native
+        && cudaStreamSynchronize((cudaStream_t) stream->native)
+           != cudaSuccess) {
+        return GPU_ERR_DEVICE;
+    }
+#endif
+    (void) stream;
+    return GPU_OK;
+}
+
+int
+gpu_stream_query(struct gpu_stream *stream)
+{
+#ifdef HAVE_CUDA
+    if (stream && stream->native) {
+        cudaError_t err = cudaStreamQuery((cudaStream_t) stream->native);
+        if (err == cudaErrorNotReady) {
+            return GPU_ERR_BUSY;
+        }
+        return err == cudaSuccess ? GPU_OK : GPU_ERR_DEVICE;
+    }
+#endif
+    (void) stream;
+    return GPU_OK;
+}
+
+void *
+gpu_stream_native(const struct gpu_stream *stream)
+{
+    return stream ? stream->native : NULL;
+}
+
+/* Per-thread streams: each PMD or handler thread orders its own GPU work
+ * without locking against the others. */
+static pthread_key_t stream_key;
+static pthread_once_t stream_key_once = PTHREAD_ONCE_INIT;
+
+static void
+stream_key_destructor(void *stream)
+{
+    gpu_stream_destroy(stream);
+}
+
+static void
+stream_key_create(void)
+{
+    pthread_key_create(&stream_key, stream_key_destructor);
+}
+
+struct gpu_stream *
+gpu_stream_per_thread(void)
+{
+    pthread_once(&stream_key_once, stream_key_create);
+    struct gpu_stream *stream = pthread_getspecific(stream_key);
+    if (!stream && !gpu_stream_create(&stream)) {
+        pthread_setspecific(stream_key, stream);
+    }
+    return stream;
+}

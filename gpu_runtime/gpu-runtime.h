@@ -1,0 +1,111 @@
+/*
+ * ovs-gpu runtime: device discovery, CPU fallback, pinned host buffers and
+ * per-thread streams.  Every GPU user in ovs-gpu (the classifier and the
+ * services) builds on this header; it knows nothing of Open vSwitch.
+ *
+ * Without a CUDA build, or without a usable device, every call still works:
+ * discovery reports the CPU backend and why, pinned buffers are plain
+ * aligned heap memory, and streams are NULL handles that callers pass to
+ * their CPU backends unchanged.
+ */
+#ifndef GPU_RUNTIME_H
+#define GPU_RUNTIME_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes shared by the ovs-gpu libraries.  Zero is success; the rest
+ * are negative so they can share a return value with counts. */
+enum gpu_status {
+    GPU_OK = 0,
+    GPU_ERR_INVALID = -1,       /* Bad argument from the caller. */
+    GPU_ERR_NOMEM = -2,         /* Host memory exhausted. */
+    GPU_ERR_DEVICE_NOMEM = -3,  /* Device memory exhausted: fall back. */
+    GPU_ERR_DEVICE = -4,        /* A CUDA call failed: fall back. */
+    GPU_ERR_NO_DEVICE = -5,     /* No CUDA build or no such device. */
+    GPU_ERR_EXISTS = -6,        /* Already present. */
+    GPU_ERR_NOT_FOUND = -7,     /* Not present. */
+    GPU_ERR_BUSY = -8,          /* Asynchronous work still in flight. */
+};
+
+const char *gpu_status_string(int status);
+
+/* What one CUDA device is. */
+struct gpu_device_info {
+    int index;                  /* CUDA device ordinal. */
+    char name[256];             /* e.g. "NVIDIA H100 80GB HBM3". */
+    int cc_major, cc_minor;     /* Compute capability. */
+    uint64_t total_mem;         /* Bytes of device memory. */
+    int multiprocessors;
+};
+
+/* True if this library was built with the CUDA backend. */
+bool gpu_runtime_has_cuda(void);
+
+/* Number of usable CUDA devices, 0 when there are none or without a CUDA
+ * build.  If 'why' is nonnull and the answer is 0, '*why' is set to a
+ * static string explaining it (for "gpu/show"). */
+int gpu_device_count(const char **why);
+
+/* Fills 'info' for device 'index'.  Returns GPU_OK or GPU_ERR_NO_DEVICE. */
+int gpu_device_query(int index, struct gpu_device_info *info);
+
+/* Makes 'index' the current device of the calling thread. */
+int gpu_device_select(int index);
+
+/* The parsed value of a "gpu-device" setting: a CUDA device index or the
+ * CPU backend. */
+struct gpu_device_choice {
+    bool use_cpu;
+    int index;                  /* Meaningful only if !use_cpu. */
+};
+
+/* Parses 'value' ("cpu", or a decimal device index 0..1023).  NULL or ""
+ * mean the default, device 0.  Returns GPU_OK, or GPU_ERR_INVALID with a
+ * message in 'err' (at least 'err_size' bytes) on a malformed value.  It
+ * does not check that the device exists: gpu_device_check() does. */
+int gpu_device_parse(const char *value, struct gpu_device_choice *choice,
+                     char *err, size_t err_size);
+
+/* Returns GPU_OK if 'choice' can be used on this machine (the CPU always
+ * can), otherwise GPU_ERR_NO_DEVICE with the reason in 'err'. */
+int gpu_device_check(const struct gpu_device_choice *choice,
+                     char *err, size_t err_size);
+
+/* Parses a boolean setting the way OVS's smap_get_bool() does ("true" or
+ * "false"), refusing anything else.  NULL or "" give 'dflt'. */
+int gpu_bool_parse(const char *value, bool dflt, bool *out,
+                   char *err, size_t err_size);
+
+/* Pinned (page-locked) host memory when a device exists, so that copies
+ * are asynchronous and run at full PCIe rate; aligned heap memory
+ * otherwise.  Returns NULL on failure. */
+void *gpu_host_alloc(size_t size);
+void gpu_host_free(void *p);
+
+/* A stream is the unit of ordering for one thread's GPU work.  On the CPU
+ * backend it is an opaque non-null token so code paths stay the same. */
+struct gpu_stream;
+
+int gpu_stream_create(struct gpu_stream **streamp);
+void gpu_stream_destroy(struct gpu_stream *);
+int gpu_stream_sync(struct gpu_stream *);
+/* Returns GPU_OK if all work on 'stream' is done, GPU_ERR_BUSY if not. */
+int gpu_stream_query(struct gpu_stream *);
+/* The underlying cudaStream_t (as void *), NULL on the CPU backend. */
+void *gpu_stream_native(const struct gpu_stream *);
+
+/* Returns the calling thread's own stream, created on first use and
+ * destroyed at thread exit.  NULL if it could not be created. */
+struct gpu_stream *gpu_stream_per_thread(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* gpu-runtime.h */

@@ -1,0 +1,121 @@
+# Building Open vSwitch 3.1.0 with ovs-gpu inside.
+#
+# The OVS source is never committed: it is extracted from Debian's
+# openvswitch-source tarball into $(OVS_BUILDDIR), patched with the series
+# in patches/, configured and built there.  Each step leaves a stamp so that
+# a change to one plugin file relinks ovs-vswitchd and nothing else; only a
+# change to the tarball or to patches/ starts OVS over.
+
+OVS_BUILDDIR = $(abs_top_builddir)/ovs
+OVS_STAMP_PATCHED = $(OVS_BUILDDIR)/.ovs-gpu-patched
+OVS_STAMP_CONFIGURED = $(OVS_BUILDDIR)/.ovs-gpu-configured
+OVS_STAMP_LIBS = $(OVS_BUILDDIR)/.ovs-gpu-libs
+
+OVS_PATCHES = $(shell grep -v '^\#' $(srcdir)/patches/series 2>/dev/null)
+EXTRA_DIST += patches/series $(addprefix patches/,$(OVS_PATCHES))
+
+OVS_CONFIGURE_ARGS = --enable-silent-rules
+if HAVE_DPDK
+OVS_CONFIGURE_ARGS += --with-dpdk=shared
+endif
+
+$(OVS_STAMP_PATCHED): $(OVS_TARBALL) $(srcdir)/patches/series \
+		$(addprefix $(srcdir)/patches/,$(OVS_PATCHES))
+	@echo "  OVS      extracting $(OVS_TARBALL)"
+	$(AM_V_at)rm -rf $(OVS_BUILDDIR).tmp $(OVS_BUILDDIR)
+	$(AM_V_at)$(MKDIR_P) $(OVS_BUILDDIR).tmp
+	$(AM_V_at)tar -xzf $(OVS_TARBALL) -C $(OVS_BUILDDIR).tmp \
+		--strip-components=1
+	$(AM_V_at)for p in $(OVS_PATCHES); do \
+		echo "  PATCH    $$p"; \
+		patch -d $(OVS_BUILDDIR).tmp -p1 -s --no-backup-if-mismatch \
+			< $(srcdir)/patches/$$p || exit 1; \
+	done
+	$(AM_V_at)mv $(OVS_BUILDDIR).tmp $(OVS_BUILDDIR)
+	$(AM_V_at)touch $@
+
+$(OVS_STAMP_CONFIGURED): $(OVS_STAMP_PATCHED)
+	@echo "  OVS      configure $(OVS_CONFIGURE_ARGS) $(OVS_CONFIGURE_FLAGS)"
+	$(AM_V_at)cd $(OVS_BUILDDIR) && ./configure $(OVS_CONFIGURE_ARGS) \
+		$(OVS_CONFIGURE_FLAGS) > configure.out 2>&1 \
+		|| { tail -40 configure.out; exit 1; }
+	$(AM_V_at)touch $@
+
+# The plugin includes OVS headers, some of which OVS generates as it
+# builds (BUILT_SOURCES), so OVS is built once before the plugin is
+# compiled; ovs-build below then relinks only ovs-vswitchd.
+$(OVS_STAMP_LIBS): $(OVS_STAMP_CONFIGURED)
+	$(AM_V_at)$(MAKE) -C $(OVS_BUILDDIR) all
+	$(AM_V_at)touch $@
+
+# One relocatable object holds the plugin and the ovs-gpu libraries it
+# uses, whole: the plugin registers itself from a constructor, which a
+# plain archive link would drop because nothing in OVS refers to it.
+OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
+OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a gpu_runtime/libgpuruntime.a
+$(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
+	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
+CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
+
+# ovs-gpu's own OVS-level tests join OVS's testsuite (patch 0002).
+OVS_GPU_AT = $(wildcard $(srcdir)/ovs-tests/*.at)
+EXTRA_DIST += $(OVS_GPU_AT)
+ovs-tests-sync: $(OVS_STAMP_CONFIGURED)
+	$(AM_V_at)for f in $(OVS_GPU_AT); do \
+		b=`basename $$f`; \
+		if ! cmp -s $$f $(OVS_BUILDDIR)/tests/$$b; then \
+			cp $$f $(OVS_BUILDDIR)/tests/$$b; \
+			touch $(OVS_BUILDDIR)/tests/testsuite.at; \
+		fi; \
+	done
+
+# ovs-vswitchd is linked with the plugin by appending it to the one link
+# variable OVS keeps for ovs-vswitchd alone; OVS's make does not know the
+# plugin, so a newer plugin object removes the old binary first.
+ovs-build: $(OVS_GPU_PLUGIN_OBJ) ovs-tests-sync
+	$(AM_V_at)if test $(OVS_BUILDDIR)/vswitchd/ovs-vswitchd \
+			-ot $(OVS_GPU_PLUGIN_OBJ); then \
+		rm -f $(OVS_BUILDDIR)/vswitchd/ovs-vswitchd; \
+	fi
+	$(AM_V_at)dpdk_ld=`sed -n 's/^DPDK_vswitchd_LDFLAGS = //p' \
+		$(OVS_BUILDDIR)/Makefile`; \
+	$(MAKE) -C $(OVS_BUILDDIR) all \
+		DPDK_vswitchd_LDFLAGS="$$dpdk_ld \
+			$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(CUDA_LIBS)"
+
+all-local: ovs-build
+
+# OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
+# name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
+OVS_TESTS ?= ovs-gpu.at dpif-netdev.at pmd.at
+check-ovs: ovs-build
+	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
+		| $(srcdir)/scripts/at-select $(OVS_TESTS)`; \
+	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
+	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
+		$(TESTSUITEFLAGS)"
+
+clean-local:
+	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp
+
+.PHONY: ovs-build ovs-tests-sync check-ovs
+
+# The DPDK smoke test: the demo's setup (ovs-vswitchd with DPDK pcap ports,
+# no hugepages) on a small pcap, checking what came out.
+check-dpdk-smoke: ovs-build
+if HAVE_DPDK
+	$(AM_V_at)RUN=$(abs_top_builddir)/smoke $(srcdir)/scripts/demo.sh \
+		$(abs_top_builddir) --smoke --count 2000 > dpdk-smoke.log 2>&1; \
+	status=$$?; tail -3 dpdk-smoke.log; exit $$status
+else
+	@echo "DPDK smoke test skipped: built without DPDK" | tee dpdk-smoke.log
+endif
+
+# One after the other: both keep cores busy (PMD threads), and OVS's
+# tests have timeouts.  Both run even if the first fails.
+check-local:
+	$(AM_V_at)status=0; \
+	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
+	exit $$status
+.PHONY: check-dpdk-smoke

@@ -1,0 +1,17 @@
+# The plugin is the only part of ovs-gpu that includes Open vSwitch's
+# headers, so it is compiled after OVS is configured and its generated
+# headers exist (see ovs.mk), with OVS's own config.h.
+noinst_LIBRARIES += ovs_plugin/libovsgpuplugin.a
+ovs_plugin_libovsgpuplugin_a_SOURCES = \
+	ovs_plugin/gpu-plugin.c \
+	ovs_plugin/gpu-plugin.h
+ovs_plugin_libovsgpuplugin_a_CPPFLAGS = \
+	-DOVS_GPU_VERSION='"$(PACKAGE_VERSION)"' \
+	-I$(OVS_BUILDDIR) -I$(OVS_BUILDDIR)/include -I$(OVS_BUILDDIR)/lib \
+	-I$(OVS_BUILDDIR)/vswitchd -I$(top_srcdir) $(CUDA_CFLAGS)
+if HAVE_DPDK
+ovs_plugin_libovsgpuplugin_a_CPPFLAGS += $(DPDK_CFLAGS)
+endif
+# OVS's headers are not written for -Wextra.
+ovs_plugin_libovsgpuplugin_a_CFLAGS = -Wall -std=gnu11 -g -O2
+$(ovs_plugin_libovsgpuplugin_a_OBJECTS): $(OVS_STAMP_LIBS)

@@ -1,0 +1,151 @@
+#!/bin/bash
+# Runs Open vSwitch with ovs-gpu on DPDK pcap ports, in a private run
+# directory, and reports what it forwarded.
+#
+#   demo.sh BUILD_DIR [--count N] [--smoke] [--keep]
+#
+# ovsdb-server and ovs-vswitchd start under $RUN (default BUILD_DIR/demo),
+# never the system's run directory.  DPDK runs without hugepages
+# (--no-huge --legacy-mem) and without PCI devices: port p0 reads a pcap
+# made from a ClassBench header trace (net_pcap), port p1 writes what the
+# switch forwards to another pcap.  The flow table forwards TCP and UDP from
+# p0 to p1 and drops the rest.  --smoke checks that exactly the TCP and UDP
+# packets came out and exits non-zero otherwise; it is part of the tests.
+set -e -o pipefail
+
+BUILD=$(cd "${1:?usage: demo.sh BUILD_DIR [--count N] [--smoke] [--keep]}" \
+        && pwd)
+shift
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+COUNT=20000
+SMOKE=false
+KEEP=false
+while test $# -gt 0; do
+    case $1 in
+        --count) COUNT=$2; shift ;;
+        --smoke) SMOKE=true ;;
+        --keep) KEEP=true ;;
+        *) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+OVS=$BUILD/ovs
+RUN=${RUN:-$BUILD/demo}
+SHARED=${OVSGPU_SHARED_DATA:-$SRC/../shared/data}
+TRACE=$SHARED/classbench/acl1_10000_trace.gz
+
+if ! grep -q '^#define DPDK_NETDEV' "$OVS/config.h" 2>/dev/null; then
+    echo "demo.sh: Open vSwitch in $OVS was built without DPDK" >&2
+    exit 77
+fi
+
+rm -rf "$RUN"
+mkdir -p "$RUN"
+export OVS_RUNDIR=$RUN OVS_LOGDIR=$RUN OVS_DBDIR=$RUN OVS_SYSCONFDIR=$RUN
+export PATH=$OVS/utilities:$OVS/vswitchd:$OVS/ovsdb:$PATH
+DB_SOCK=unix:$RUN/db.sock
+
+cleanup() {
+    status=$?
+    if ! $KEEP; then
+        ovs-appctl -t ovs-vswitchd exit --cleanup >/dev/null 2>&1 || true
+        ovs-appctl -t ovsdb-server exit >/dev/null 2>&1 || true
+        for p in ovs-vswitchd ovsdb-server; do
+            pid=$(cat "$RUN/$p.pid" 2>/dev/null) || continue
+            kill "$pid" 2>/dev/null || true
+        done
+        rm -rf "/var/run/dpdk/ovsgpu-demo-$$"
+    fi
+    exit $status
+}
+trap cleanup EXIT
+
+echo "== traffic"
+if test -f "$TRACE"; then
+    python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/in.pcap" --trace "$TRACE" \
+        --count "$COUNT"
+else
+    echo "($TRACE not found: random traffic instead)"
+    python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/in.pcap" --count "$COUNT"
+fi
+python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/empty.pcap" --count 0 \
+    >/dev/null
+# What the flow table below must let through: TCP and UDP.
+expected=$(python3 "$SRC/scripts/pcap-count.py" "$RUN/in.pcap" --proto 6,17)
+total=$(python3 "$SRC/scripts/pcap-count.py" "$RUN/in.pcap")
+
+echo "== starting ovsdb-server and ovs-vswitchd in $RUN"
+ovsdb-tool create "$RUN/conf.db" "$OVS/vswitchd/vswitch.ovsschema"
+ovsdb-server "$RUN/conf.db" --remote=p"$DB_SOCK" --pidfile --detach \
+    --log-file
+ovs-vsctl --no-wait init
+if test "$(nproc)" -ge 2; then pmd_mask=0x2; else pmd_mask=0x1; fi
+ovs-vsctl --no-wait set Open_vSwitch . \
+    other_config:dpdk-init=true \
+    other_config:dpdk-extra="--no-huge --legacy-mem -m 1024 --no-pci --file-prefix=ovsgpu-demo-$$" \
+    other_config:pmd-cpu-mask=$pmd_mask \
+    other_config:gpu-offload=true
+ovs-vswitchd "$DB_SOCK" --pidfile --detach --log-file
+
+# Flows go in before the ports, so the first packet meets them.
+ovs-vsctl add-br br0 -- set bridge br0 datapath_type=netdev
+ovs-ofctl del-flows br0
+ovs-ofctl add-flows br0 - <<FLOWS
+priority=100,in_port=1,tcp,actions=output:2
+priority=100,in_port=1,udp,actions=output:2
+priority=0,actions=drop
+FLOWS
+ovs-vsctl add-port br0 p1 -- set Interface p1 type=dpdk ofport_request=2 \
+    options:dpdk-devargs="net_pcap1,rx_pcap=$RUN/empty.pcap,tx_pcap=$RUN/out.pcap"
+ovs-vsctl add-port br0 p0 -- set Interface p0 type=dpdk ofport_request=1 \
+    options:dpdk-devargs="net_pcap0,rx_pcap=$RUN/in.pcap"
+
+rx_of() {
+    ovs-ofctl dump-ports br0 "$1" | sed -n 's/.*rx pkts=\([0-9]*\).*/\1/p'
+}
+tx_of() {
+    ovs-ofctl dump-ports br0 "$1" | sed -n 's/.*tx pkts=\([0-9]*\).*/\1/p'
+}
+
+echo "== replaying $total packets"
+for i in $(seq 1 300); do
+    rx=$(rx_of p0)
+    test "${rx:-0}" -ge "$total" && break
+    sleep 0.1
+done
+# Let the last burst leave p1.
+for i in $(seq 1 50); do
+    tx=$(tx_of p1)
+    test "${tx:-0}" -ge "$expected" && break
+    sleep 0.1
+done
+
+echo "== report"
+echo "packets in pcap:        $total (TCP or UDP: $expected)"
+echo "p0 rx packets:          $(rx_of p0)"
+echo "p1 tx packets:          $(tx_of p1)"
+ovs-ofctl dump-flows br0 --no-stats | sed 's/^/flow: /'
+ovs-ofctl dump-flows br0 | sed -n 's/.*n_packets=\([0-9]*\).*priority=\([0-9]*\).*/  priority \2: \1 packets/p'
+echo "-- dpif-netdev/pmd-stats-show"
+ovs-appctl dpif-netdev/pmd-stats-show | grep -E 'pmd thread|packets received|hits|miss|lost|avg\.' \
+    | sed 's/^ */  /'
+echo "-- gpu/show"
+ovs-appctl gpu/show
+
+rx=$(rx_of p0)
+tx=$(tx_of p1)
+# Close the ports so the output pcap is complete, then count it.
+ovs-vsctl del-port br0 p0 -- del-port br0 p1
+written=$(python3 "$SRC/scripts/pcap-count.py" "$RUN/out.pcap")
+echo "packets in output pcap: $written"
+
+if $SMOKE; then
+    if test "$rx" != "$total" || test "$tx" != "$expected" \
+            || test "$written" != "$expected"; then
+        echo "smoke test FAILED: rx $rx of $total, tx $tx and written" \
+             "$written of $expected" >&2
+        exit 1
+    fi
+    echo "smoke test passed: $rx in, $tx out, $((rx - tx)) dropped by flow"
+fi

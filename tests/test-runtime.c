@@ -1,0 +1,202 @@
+/*
+ * Unit tests of gpu_runtime: device discovery and its CPU fallback, the
+ * parsers behind other_config:gpu-offload and gpu-device, pinned buffers
+ * and streams.  They pass with and without a GPU: where the machine has
+ * one, they check it is found; where not, that the CPU fallback says why.
+ */
+#include <config.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gpu_runtime/gpu-runtime.h"
+
+static void
+test_discovery(void **state)
+{
+    const char *why = NULL;
+    int n = gpu_device_count(&why);
+
+    assert_true(n >= 0);
+    if (!n) {
+        /* The CPU fallback must always explain itself. */
+        assert_non_null(why);
+        assert_true(strlen(why) > 0);
+        print_message("no CUDA device: %s\n", why);
+
+        struct gpu_device_info info;
+        assert_int_equal(gpu_device_query(0, &info), GPU_ERR_NO_DEVICE);
+        assert_int_equal(gpu_device_select(0), GPU_ERR_NO_DEVICE);
+    } else {
+        struct gpu_device_info info;
+        assert_int_equal(gpu_device_query(0, &info), GPU_OK);
+        assert_true(strlen(info.name) > 0);
+        assert_true(info.cc_major >= 3);
+        assert_true(info.total_mem > 0);
+        print_message("device 0: %s, cc %d.%d, %llu bytes\n", info.name,
+                      info.cc_major, info.cc_minor,
+                      (unsigned long long) info.total_mem);
+        assert_int_equal(gpu_device_query(n, &info), GPU_ERR_NO_DEVICE);
+        assert_int_equal(gpu_device_select(0), GPU_OK);
+    }
+    if (!gpu_runtime_has_cuda()) {
+        assert_int_equal(n, 0);
+        assert_string_equal(why, "built without CUDA");
+    }
+}
+
+static void
+test_device_parse_good(void **state)
+{
+    struct gpu_device_choice c;
+    char err[128];
+
+    assert_int_equal(gpu_device_parse("cpu", &c, err, sizeof err), GPU_OK);
+    assert_true(c.use_cpu);
+    assert_int_equal(gpu_device_parse("0", &c, err, sizeof err), GPU_OK);
+    assert_false(c.use_cpu);
+    assert_int_equal(c.index, 0);
+    assert_int_equal(gpu_device_parse("17", &c, err, sizeof err), GPU_OK);
+    assert_int_equal(c.index, 17);
+    assert_int_equal(gpu_device_parse(NULL, &c, err, sizeof err), GPU_OK);
+    assert_false(c.use_cpu);
+    assert_int_equal(c.index, 0);
+    assert_int_equal(gpu_device_parse("", &c, err, sizeof err), GPU_OK);
+    assert_int_equal(c.index, 0);
+}
+
+static void
+test_device_parse_bad(void **state)
+{
+    static const char *bad[] = {
+        "banana", "-1", "+1", " 1", "1 ", "1x", "0x1", "1024",
+        "99999999999999999999", "CPU", "cpu0", "1.0",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gpu_device_choice c = { .use_cpu = true, .index = 42 };
+        char err[128] = "";
+
+        assert_int_equal(gpu_device_parse(bad[i], &c, err, sizeof err),
+                         GPU_ERR_INVALID);
+        /* The message quotes the value so the log line is actionable. */
+        assert_non_null(strstr(err, bad[i]));
+        /* A refused value leaves the caller's choice alone. */
+        assert_true(c.use_cpu);
+        assert_int_equal(c.index, 42);
+    }
+}
+
+static void
+test_device_check(void **state)
+{
+    struct gpu_device_choice cpu = { .use_cpu = true };
+    struct gpu_device_choice far = { .use_cpu = false, .index = 1000 };
+    char err[256] = "";
+    int n = gpu_device_count(NULL);
+
+    assert_int_equal(gpu_device_check(&cpu, err, sizeof err), GPU_OK);
+    assert_int_equal(gpu_device_check(&far, err, sizeof err),
+                     GPU_ERR_NO_DEVICE);
+    assert_non_null(strstr(err, "1000"));
+    for (int i = 0; i < n; i++) {
+        struct gpu_device_choice c = { .use_cpu = false, .index = i };
+        assert_int_equal(gpu_device_check(&c, err, sizeof err), GPU_OK);
+    }
+    struct gpu_device_choice next = { .use_cpu = false, .index = n };
+    assert_int_equal(gpu_device_check(&next, err, sizeof err),
+                     GPU_ERR_NO_DEVICE);
+}
+
+static void
+test_bool_parse(void **state)
+{
+    bool b = false;
+    char err[128];
+
+    assert_int_equal(gpu_bool_parse("true", false, &b, err, sizeof err), 0);
+    assert_true(b);
+    assert_int_equal(gpu_bool_parse("false", true, &b, err, sizeof err), 0);
+    assert_false(b);
+    assert_int_equal(gpu_bool_parse(NULL, true, &b, err, sizeof err), 0);
+    assert_true(b);
+    assert_int_equal(gpu_bool_parse("", false, &b, err, sizeof err), 0);
+    assert_false(b);
+
+    static const char *bad[] = { "yes", "1", "TRUE", "truex", "on" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b = true;
+        assert_int_equal(gpu_bool_parse(bad[i], false, &b, err, sizeof err),
+                         GPU_ERR_INVALID);
+        assert_true(b);
+        assert_non_null(strstr(err, bad[i]));
+    }
+}
+
+static void
+test_host_alloc(void **state)
+{
+    /* Sizes around the header, odd sizes and a large buffer. */
+    static const size_t sizes[] = { 1, 63, 64, 65, 4096, 1 << 24 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint8_t *p = gpu_host_alloc(sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t) p % 64, 0);
+        memset(p, 0xa5, sizes[i]);
+        assert_int_equal(p[sizes[i] - 1], 0xa5);
+        gpu_host_free(p);
+    }
+    gpu_host_free(NULL);
+    assert_null(gpu_host_alloc(SIZE_MAX));
+}
+
+static void
+test_streams(void **state)
+{
+    struct gpu_stream *s = NULL;
+
+    assert_int_equal(gpu_stream_create(&s), GPU_OK);
+    assert_non_null(s);
+    assert_int_equal(gpu_stream_sync(s), GPU_OK);
+    assert_int_equal(gpu_stream_query(s), GPU_OK);
+    if (!gpu_device_count(NULL)) {
+        assert_null(gpu_stream_native(s));
+    } else {
+        assert_non_null(gpu_stream_native(s));
+    }
+    gpu_stream_destroy(s);
+
+    /* The per-thread stream is created once and then reused. */
+    struct gpu_stream *t1 = gpu_stream_per_thread();
+    assert_non_null(t1);
+    assert_ptr_equal(gpu_stream_per_thread(), t1);
+}
+
+static void
+test_status_strings(void **state)
+{
+    for (int st = GPU_ERR_BUSY; st <= GPU_OK; st++) {
+        assert_string_not_equal(gpu_status_string(st), "unknown error");
+    }
+    assert_string_equal(gpu_status_string(-1000), "unknown error");
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_device_parse_good),
+        cmocka_unit_test(test_device_parse_bad),
+        cmocka_unit_test(test_device_check),
+        cmocka_unit_test(test_bool_parse),
+        cmocka_unit_test(test_host_alloc),
+        cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_status_strings),
+    };
+    return cmocka_run_group_tests_name("gpu_runtime", tests, NULL, NULL);
+}
