@@ -1,0 +1,39 @@
+# gpu_classifier/: the megaflow classifier library, its tests and its
+# benchmark.  Included from the top-level Makefile.am (non-recursive).
+
+noinst_LIBRARIES += gpu_classifier/libgpuclassifier.a
+gpu_classifier_libgpuclassifier_a_SOURCES = \
+	gpu_classifier/gpu-classifier.h \
+	gpu_classifier/classifier-inline.h \
+	gpu_classifier/classifier-private.h \
+	gpu_classifier/classifier.c \
+	gpu_classifier/classifier-cpu.c
+if HAVE_CUDA
+gpu_classifier_libgpuclassifier_a_SOURCES += gpu_classifier/classifier-cuda.cu
+endif
+
+# Where the tests and the benchmark find ../shared/data (ClassBench); the
+# environment variable OVSGPU_SHARED_DATA overrides it at run time.
+GPU_CLASSIFIER_DATA_CPPFLAGS = \
+	-DOVSGPU_DEFAULT_SHARED_DATA='"$(abs_top_srcdir)/../shared/data"'
+
+check_PROGRAMS += tests/test-classifier
+TESTS += tests/test-classifier
+tests_test_classifier_SOURCES = \
+	tests/test-classifier.c \
+	tests/classifier-classbench.c \
+	tests/classifier-classbench.h
+tests_test_classifier_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
+	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
+tests_test_classifier_LDADD = gpu_classifier/libgpuclassifier.a \
+	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
+
+noinst_PROGRAMS += bench/classifier-bench
+bench_classifier_bench_SOURCES = \
+	bench/classifier-bench.c \
+	tests/classifier-classbench.c \
+	tests/classifier-classbench.h
+bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) \
+	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
+bench_classifier_bench_LDADD = gpu_classifier/libgpuclassifier.a \
+	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
