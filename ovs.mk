@@ -11,6 +11,9 @@ OVS_STAMP_PATCHED = $(OVS_BUILDDIR)/.ovs-gpu-patched
 OVS_STAMP_CONFIGURED = $(OVS_BUILDDIR)/.ovs-gpu-configured
 OVS_STAMP_LIBS = $(OVS_BUILDDIR)/.ovs-gpu-libs
 
+OVS_GPU_AT = $(wildcard $(srcdir)/ovs-tests/*.at)
+EXTRA_DIST += $(OVS_GPU_AT)
+
 OVS_PATCHES = $(shell grep -v '^\#' $(srcdir)/patches/series 2>/dev/null)
 EXTRA_DIST += patches/series $(addprefix patches/,$(OVS_PATCHES))
 
@@ -31,6 +34,7 @@ $(OVS_STAMP_PATCHED): $(OVS_TARBALL) $(srcdir)/patches/series \
 		patch -d $(OVS_BUILDDIR).tmp -p1 -s --no-backup-if-mismatch \
 			< $(srcdir)/patches/$$p || exit 1; \
 	done
+	$(AM_V_at)cp $(OVS_GPU_AT) $(OVS_BUILDDIR).tmp/tests/
 	$(AM_V_at)mv $(OVS_BUILDDIR).tmp $(OVS_BUILDDIR)
 	$(AM_V_at)touch $@
 
@@ -57,9 +61,8 @@ $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
 
-# ovs-gpu's own OVS-level tests join OVS's testsuite (patch 0002).
-OVS_GPU_AT = $(wildcard $(srcdir)/ovs-tests/*.at)
-EXTRA_DIST += $(OVS_GPU_AT)
+# ovs-gpu's own OVS-level tests join OVS's testsuite (patch 0002): copied
+# in when OVS is extracted, and again whenever they change.
 ovs-tests-sync: $(OVS_STAMP_CONFIGURED)
 	$(AM_V_at)for f in $(OVS_GPU_AT); do \
 		b=`basename $$f`; \

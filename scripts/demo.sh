@@ -128,7 +128,9 @@ echo "p1 tx packets:          $(tx_of p1)"
 ovs-ofctl dump-flows br0 --no-stats | sed 's/^/flow: /'
 ovs-ofctl dump-flows br0 | sed -n 's/.*n_packets=\([0-9]*\).*priority=\([0-9]*\).*/  priority \2: \1 packets/p'
 echo "-- dpif-netdev/pmd-stats-show"
-ovs-appctl dpif-netdev/pmd-stats-show | grep -E 'pmd thread|packets received|hits|miss|lost|avg\.' \
+ovs-appctl dpif-netdev/pmd-stats-show \
+    | awk '/^pmd thread/ { p = 1 } /^main thread/ { p = 0 } p' \
+    | grep -E 'pmd thread|packets received|hits|miss|lost|avg\.' \
     | sed 's/^ */  /'
 echo "-- gpu/show"
 ovs-appctl gpu/show

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Builds ovs-gpu with CUDA on the GPU machine (Ubuntu, no DPDK, cmocka or
+# openvswitch-source installed) and runs the tests and benchmarks there.
+# Run from the repository root by the device tool, with the generated
+# autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
+#
+#   scripts/device-run.sh [build|test|bench]...     (default: build test)
+#
+# Logs and results go to $OUT (or _devout/).
+set -o pipefail
+SRC=$(pwd)
+OUT=${OUT:-$SRC/_devout}
+mkdir -p "$OUT"
+DEPS=$SRC/.devdeps
+BUILD=/tmp/ovsgpu-build
+steps=${*:-build test}
+
+export CMOCKA_CFLAGS="-I$DEPS/root/usr/include"
+export CMOCKA_LIBS="-L$DEPS/root/usr/lib/x86_64-linux-gnu -lcmocka"
+export LD_LIBRARY_PATH=$DEPS/root/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+export PATH=/usr/local/cuda/bin:$PATH
+
+echo "== device"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv \
+    | tee "$OUT/device.txt"
+
+for step in $steps; do
+case $step in
+build)
+    echo "== build"
+    mkdir -p "$BUILD" && cd "$BUILD"
+    "$SRC/configure" --without-dpdk \
+        --with-ovs-tarball="$DEPS/openvswitch.tar.gz" \
+        > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+    tail -9 "$OUT/configure.log"
+    make -j16 > "$OUT/build.log" 2>&1 || { grep -B5 -A5 -m5 'rror' "$OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
+    echo "build ok"
+    ;;
+test)
+    echo "== tests"
+    cd "$BUILD"
+    make -j16 check TESTSUITEFLAGS=-j8 > "$OUT/check.log" 2>&1
+    echo "make check exit $?"
+    cp tests/*.log "$OUT/" 2>/dev/null
+    cp ovs/tests/testsuite.log "$OUT/ovs-testsuite.log" 2>/dev/null
+    grep -h -E '^\[  (PASSED|FAILED|SKIPPED) \]|^(PASS|FAIL|SKIP|ERROR):' tests/*.log
+    "$SRC/scripts/test-summary" "$BUILD"
+    echo "== gpu/show from a running ovs-vswitchd (dummy datapath)"
+    "$SRC/scripts/gpu-show-live.sh" "$BUILD" 2>&1 | tee "$OUT/gpu-show.txt"
+    ;;
+bench)
+    echo "== benchmarks"
+    cd "$BUILD"
+    for b in bench/*-bench; do
+        test -x "$b" || continue
+        echo "-- $b"
+        "./$b" 2>&1 | tee "$OUT/$(basename $b).txt"
+    done
+    ;;
+esac
+done
