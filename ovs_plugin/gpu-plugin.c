@@ -52,9 +52,11 @@ gpu_plugin_get_backend(void)
 }
 
 /* Chooses the backend for 'config': the selected CUDA device if there is
- * one, otherwise the CPU, with the reason. */
+ * one, otherwise the CPU, with the reason.  A change is logged, except at
+ * start-up ('quiet'), where "gpu/show" tells and where anything printed
+ * before ovs-vswitchd detaches would reach its stderr. */
 static void
-gpu_plugin_choose_backend(void)
+gpu_plugin_choose_backend(bool quiet)
 {
     struct gpu_plugin_backend new = { .cuda = false };
     const char *why = NULL;
@@ -72,8 +74,11 @@ gpu_plugin_choose_backend(void)
         new.cuda = true;
     }
 
-    if (new.cuda != backend.cuda
-        || (new.cuda && new.info.index != backend.info.index)) {
+    if (quiet) {
+        VLOG_DBG("initial backend: %s", new.cuda ? new.info.name
+                                                  : new.why_cpu);
+    } else if (new.cuda != backend.cuda
+               || (new.cuda && new.info.index != backend.info.index)) {
         if (new.cuda) {
             VLOG_INFO("using CUDA device %d (%s, compute capability %d.%d)",
                       new.info.index, new.info.name, new.info.cc_major,
@@ -139,7 +144,7 @@ gpu_plugin_set_config(const struct smap *other_config)
     }
 
     if (changed) {
-        gpu_plugin_choose_backend();
+        gpu_plugin_choose_backend(false);
     }
 }
 
@@ -191,7 +196,7 @@ static void
 gpu_plugin_init(void)
 {
     unixctl_command_register("gpu/show", "", 0, 0, gpu_show_cmd, NULL);
-    gpu_plugin_choose_backend();
+    gpu_plugin_choose_backend(true);
 }
 
 static void
