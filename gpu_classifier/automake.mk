@@ -33,7 +33,14 @@ bench_classifier_bench_SOURCES = \
 	bench/classifier-bench.c \
 	tests/classifier-classbench.c \
 	tests/classifier-classbench.h
-bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) \
+bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
 bench_classifier_bench_LDADD = gpu_classifier/libgpuclassifier.a \
 	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
+
+if HAVE_CUDA
+# nvcc's host-side stubs use C++ runtime symbols (static guards, the
+# personality routine); the C linker does not add libstdc++ by itself.
+tests_test_classifier_LDADD += -lstdc++
+bench_classifier_bench_LDADD += -lstdc++
+endif

@@ -24,8 +24,13 @@
 
 #ifdef __CUDACC__
 #define GPU_CLS_HD static __host__ __device__ __forceinline__
+/* Loops over key words must unroll in the kernels, where the width is a
+ * template constant, or the key array a thread holds goes to local
+ * memory instead of registers. */
+#define GPU_CLS_UNROLL _Pragma("unroll")
 #else
 #define GPU_CLS_HD static inline
+#define GPU_CLS_UNROLL
 #endif
 
 #define GPU_CLS_SUBTABLES 3
@@ -68,6 +73,7 @@ gpu_cls_hash(const uint64_t *key, const uint64_t *mask, unsigned int n_words,
     uint64_t h = (seed + 1) * 0x9e3779b97f4a7c15ULL;
     unsigned int i;
 
+    GPU_CLS_UNROLL
     for (i = 0; i < n_words; i++) {
         h = gpu_cls_rotl64((h ^ (key[i] & mask[i])) * 0xff51afd7ed558ccdULL,
                            29);
@@ -117,6 +123,7 @@ gpu_cls_slot_matches(const uint64_t *slot, const uint64_t *key,
     if (slot[0] == GPU_CLS_EMPTY_SLOT) {
         return 0;
     }
+    GPU_CLS_UNROLL
     for (i = 0; i < n_words; i++) {
         if (slot[1 + i] != (key[i] & mask[i])) {
             return 0;
@@ -134,6 +141,7 @@ gpu_cls_probe(const uint64_t *slots, uint32_t log2_d, const uint64_t *key,
 {
     unsigned int i;
 
+    GPU_CLS_UNROLL
     for (i = 0; i < GPU_CLS_SUBTABLES; i++) {
         const uint64_t *slot = slots + (size_t) gpu_cls_cuckoo_index(
             h, i, log2_d) * (n_words + 1);

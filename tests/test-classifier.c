@@ -13,6 +13,8 @@
  *                       top_srcdir/../shared/data); ClassBench cases are
  *                       skipped, saying so, if it is missing.
  *   GPU_TEST_QUICK      if set, smaller random cases.
+ *   GPU_TEST_FILTER     run only tests whose names match this pattern
+ *                       (cmocka's filter: '*' and '?' wildcards).
  */
 #include <config.h>
 
@@ -1217,6 +1219,10 @@ main(void)
         cmocka_unit_test(test_classbench_fw1),
         cmocka_unit_test(test_classbench_ipc1),
     };
+    const char *filter = getenv("GPU_TEST_FILTER");
+    if (filter && *filter) {
+        cmocka_set_test_filter(filter);
+    }
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (rc) {
         printf("test-classifier: FAILED; rerun with GPU_TEST_SEED=0x%016"

@@ -1,0 +1,97 @@
+#!/bin/bash
+# Builds gpu_classifier/ with nvcc on a GPU machine, runs its tests on the
+# CUDA backend and the benchmark, and leaves logs under $OUT.
+#
+#   bench/run-classifier-gpu.sh [tests|bench|sweep|all]...   (default: all)
+#
+# It builds without the autotools tree, so it runs on a bare machine:
+# cmocka comes from .deps/root (unpacked libcmocka0 and libcmocka-dev
+# .debs), and gpu_runtime/ is bench/classifier-runtime-stub.c, the small
+# stand-in that implements what the classifier uses.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/classifier-gpu-out}
+B=${BUILD:-/tmp/classifier-gpu-build}
+mkdir -p "$OUT" "$B"
+steps=${*:-all}
+
+DEPS=$PWD/.deps/root
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+NVCC=$CUDA/bin/nvcc
+export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$CUDA/lib64:${LD_LIBRARY_PATH:-}
+
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+
+log "$(date -u) on $(hostname)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+    | tee -a "$OUT/summary.txt"
+
+echo '#define HAVE_CUDA 1' > "$B/config.h"
+CFLAGS="-O2 -g -std=gnu11 -Wall -include $B/config.h -I$B -I. -I$CUDA/include \
+ -I$DEPS/usr/include -DOVSGPU_DEFAULT_SHARED_DATA=\"$PWD/shared/data\""
+build() {
+    set -e
+    $NVCC -arch=sm_90 -O3 -Xcompiler -fPIC -include "$B/config.h" -I"$B" -I. \
+        --resource-usage -c gpu_classifier/classifier-cuda.cu \
+        -o "$B/classifier-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
+    for f in gpu_classifier/classifier.c gpu_classifier/classifier-cpu.c \
+             tests/test-classifier.c tests/classifier-classbench.c \
+             bench/classifier-runtime-stub.c bench/classifier-bench.c; do
+        gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
+    done
+    LIBS="$B/classifier.o $B/classifier-cpu.o $B/classifier-cuda.o \
+          $B/classifier-classbench.o $B/classifier-runtime-stub.o"
+    gcc -o "$B/test-classifier" "$B/test-classifier.o" $LIBS \
+        -L"$DEPS/usr/lib/x86_64-linux-gnu" -L"$CUDA/lib64" \
+        -lcmocka -lcudart -lpthread -lstdc++
+    gcc -o "$B/classifier-bench" "$B/classifier-bench.o" $LIBS \
+        -L"$CUDA/lib64" -lcudart -lpthread -lstdc++
+    set +e
+}
+if ! (build) > "$OUT/build.log" 2>&1; then
+    log "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1
+fi
+log "built"
+
+# ClassBench data: ../shared/data beside the checkout does not travel to a
+# device machine, so the caller carries a copy in .deps/data.
+for d in "$PWD/.deps/data" "$PWD/shared/data" "$PWD/../shared/data"; do
+    [ -d "$d/classbench" ] && export OVSGPU_SHARED_DATA=$d && break
+done
+
+for step in $steps; do
+    case $step in
+    tests|all)
+        log "tests, CUDA backend"
+        GPU_CLS_BACKEND=cuda timeout 240 "$B/test-classifier" \
+            > "$OUT/test-cuda.log" 2>&1
+        log "test-classifier (cuda) exit $?"
+        grep -E "SEED|PASSED|FAILED|ERROR|SKIP" "$OUT/test-cuda.log" | head -20
+        log "compute-sanitizer memcheck, a few tests"
+        GPU_TEST_QUICK=1 GPU_CLS_BACKEND=cuda \
+            GPU_TEST_FILTER='test_b*' timeout 120 \
+            "$CUDA/bin/compute-sanitizer" --tool memcheck --error-exitcode 9 \
+            "$B/test-classifier" > "$OUT/memcheck.log" 2>&1
+        log "memcheck exit $?"
+        tail -3 "$OUT/memcheck.log"
+        ;;&
+    sweep|all)
+        log "sweep: group size and blocks per SM at 128K rules / 512 classes"
+        for g in 32 128; do
+            for bps in 4 8 16; do
+                echo "# GPU_CLS_CUDA_GROUP=$g GPU_CLS_CUDA_BLOCKS_PER_SM=$bps"
+                GPU_CLS_CUDA_GROUP=$g GPU_CLS_CUDA_BLOCKS_PER_SM=$bps \
+                    timeout 60 "$B/classifier-bench" --synth 131072:512 \
+                    --max-seconds 0.15 | grep -E "^synth.*(tuple|bloom) .*65536"
+            done
+        done 2>&1 | tee "$OUT/sweep.txt"
+        ;;&
+    bench|all)
+        log "benchmark"
+        timeout 420 "$B/classifier-bench" --max-seconds 0.2 \
+            --csv "$OUT/bench.csv" > "$OUT/bench.txt" 2>&1
+        log "classifier-bench exit $?"
+        cat "$OUT/bench.txt"
+        ;;
+    esac
+done
