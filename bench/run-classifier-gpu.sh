@@ -76,15 +76,21 @@ for step in $steps; do
         tail -3 "$OUT/memcheck.log"
         ;;&
     sweep|all)
-        log "sweep: group size and blocks per SM at 128K rules / 512 classes"
-        for g in 32 128; do
-            for bps in 4 8 16; do
-                echo "# GPU_CLS_CUDA_GROUP=$g GPU_CLS_CUDA_BLOCKS_PER_SM=$bps"
-                GPU_CLS_CUDA_GROUP=$g GPU_CLS_CUDA_BLOCKS_PER_SM=$bps \
-                    timeout 60 "$B/classifier-bench" --synth 131072:512 \
-                    --max-seconds 0.15 | grep -E "^synth.*(tuple|bloom) .*65536"
+        log "sweep: classes per group, shared memory, blocks per SM"
+        for cfg in "128 49152 8" "32 49152 8" "128 49152 4" "128 49152 16" \
+                   "128 32768 8" "128 24576 8" "64 24576 16"; do
+            set -- $cfg
+            for set in 131072:512 131072:16 16384:128; do
+                GPU_CLS_CUDA_GROUP=$1 GPU_CLS_CUDA_SHM=$2 \
+                GPU_CLS_CUDA_BLOCKS_PER_SM=$3 timeout 60 \
+                    "$B/classifier-bench" --synth $set --max-seconds 0.1 \
+                    | awk -v c="group=$1 shm=$2 bps=$3" \
+                        '/^synth/ && $4 == 65536 && ($5 == "tuple" || $5 == "bloom") {print c, $0}'
             done
         done 2>&1 | tee "$OUT/sweep.txt"
+        log "highest-priority synthetic, 128K rules / 512 classes"
+        timeout 60 "$B/classifier-bench" --synth 131072:512 --priority \
+            --max-seconds 0.15 2>&1 | tee "$OUT/hp.txt" | grep "^synth"
         ;;&
     bench|all)
         log "benchmark"

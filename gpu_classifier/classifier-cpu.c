@@ -129,14 +129,16 @@ cpu_done(struct gpu_cls_batch *b)
 const struct gpu_cls_provider gpu_cls_cpu_provider = {
     .name = "cpu",
     .type = GPU_CLS_BACKEND_CPU,
-    /* Nanoseconds per key on one core; see docs/CLASSIFIER-NOTES.md. */
+    /* Nanoseconds per key on one core, fitted to bench/classifier-bench
+     * (FIRST_MATCH, 5-word keys; see docs/CLASSIFIER-NOTES.md). */
     .cost = {
-        .linear_per_slot_word = 0.4,
-        .hash_per_word = 1.5,
-        .filter_test = 1.5,
-        .probe_cached = 3.0,
+        .linear_per_slot = 1.2,
+        .hash_per_word = 1.2,
+        .filter_test = 4.0,
+        .probe_cached = 12.0,
         .probe_uncached = 30.0,
         .cache_bytes = 1 << 20,
+        .bloom_fixed = 0.0,
     },
     .submit = cpu_submit,
     .poll = cpu_done,

@@ -45,9 +45,6 @@
 /* Shared memory a lookup block may use: 48 KB needs no opt-in and leaves
  * room for 4 blocks (1,024 threads) per H100 SM. */
 #define SHM_LIMIT (48 * 1024)
-/* What groups may fill: the kernel's layout adds up to 16 bytes of
- * alignment and offsets on top of what make_groups() counts. */
-#define SHM_GROUP_LIMIT (SHM_LIMIT - 64)
 /* Most classes one block visits.  More means fewer blocks re-reading each
  * key; fewer means more parallelism for small batches. */
 #define MAX_GROUP 128
@@ -115,6 +112,7 @@ struct cuda_table {
     int device;
     int n_sms;
     uint32_t max_group;         /* Classes per group at most. */
+    uint32_t shm_limit;         /* Shared memory a group may fill. */
     uint32_t blocks_per_sm;     /* Blocks to aim for, per SM. */
     cudaStream_t alloc_stream;
 
@@ -211,12 +209,6 @@ finish_kernel(const unsigned long long *best, uint32_t *results, uint32_t n)
     if (i < n) {
         results[i] = gpu_cls_rank_handle(best[i]);
     }
-}
-
-static __device__ __forceinline__ size_t
-align8(size_t x)
-{
-    return (x + 7) & ~(size_t) 7;
 }
 
 /* WT: key width in words, or 0 for "read it from memory, width W".
@@ -428,6 +420,9 @@ cuda_init(struct gpu_cls_table *t)
      * bench/run-classifier-gpu.sh; see docs/CLASSIFIER-NOTES.md). */
     const char *e = getenv("GPU_CLS_CUDA_GROUP");
     c->max_group = e && atoi(e) > 0 ? atoi(e) : MAX_GROUP;
+    e = getenv("GPU_CLS_CUDA_SHM");
+    c->shm_limit = (e && atoi(e) >= 4096 && atoi(e) <= SHM_LIMIT
+                    ? atoi(e) : SHM_LIMIT) - 64;
     e = getenv("GPU_CLS_CUDA_BLOCKS_PER_SM");
     c->blocks_per_sm = e && atoi(e) > 0 ? atoi(e) : 8;
     c->layout_dirty = true;
@@ -620,6 +615,7 @@ make_groups(const struct gpu_cls_table *t, bool filters,
             struct cuda_group *groups, uint32_t *shm_max)
 {
     uint32_t max_group = ct(t)->max_group;
+    size_t limit = ct(t)->shm_limit;
     unsigned int n_words = t->cfg.n_words;
     size_t per_class = sizeof(struct gpu_cls_dclass) + 8 * n_words + 4;
     uint32_t n = 0;
@@ -632,7 +628,7 @@ make_groups(const struct gpu_cls_table *t, bool filters,
 
         if (n && !groups[n - 1].global_filter
             && groups[n - 1].count < max_group
-            && shm + add + 8 <= SHM_GROUP_LIMIT) {
+            && shm + add + 8 <= limit) {
             groups[n - 1].count++;
             shm += add;
         } else {
@@ -642,8 +638,7 @@ make_groups(const struct gpu_cls_table *t, bool filters,
             groups[n].first = i;
             groups[n].count = 1;
             groups[n].pad = 0;
-            groups[n].global_filter = per_class + fbytes + 8
-                                      > SHM_GROUP_LIMIT;
+            groups[n].global_filter = per_class + fbytes + 8 > limit;
             shm = groups[n].global_filter ? per_class : add;
             n++;
         }
@@ -1216,17 +1211,18 @@ cuda_submit(struct gpu_cls_batch *b, struct gpu_stream *stream,
 extern "C" const struct gpu_cls_provider gpu_cls_cuda_provider = {
     "cuda",
     GPU_CLS_BACKEND_CUDA,
-    /* Relative costs per key on an H100 (see docs/CLASSIFIER-NOTES.md):
-     * hashing dominates; a probe is an L2 access, cheap while the tables
-     * fit in the 50 MB L2 but costly against the filter test in shared
-     * memory. */
+    /* Nanoseconds of GPU time per key on an H100 (kernel-only, 64K
+     * batches), fitted to bench/classifier-bench; see
+     * docs/CLASSIFIER-NOTES.md.  Linear costs ~4 ps a slot; tuple ~20 ps a
+     * class (5-word keys); Bloom ~7 ps a class plus ~0.15 ns a key. */
     {
-        0.05,                   /* linear_per_slot_word */
-        1.0,                    /* hash_per_word */
-        1.0,                    /* filter_test */
-        3.0,                    /* probe_cached */
-        12.0,                   /* probe_uncached */
-        32.0 * 1024 * 1024,     /* cache_bytes */
+        0.0039,                 /* linear_per_slot */
+        0.0012,                 /* hash_per_word */
+        0.001,                  /* filter_test */
+        0.014,                  /* probe_cached */
+        0.03,                   /* probe_uncached */
+        32.0 * 1024 * 1024,     /* cache_bytes: of the 50 MB L2 */
+        0.15,                   /* bloom_fixed */
     },
     cuda_init,
     cuda_uninit,

@@ -40,12 +40,15 @@ struct cls_class {
 /* Cost model of one backend for AUTO: estimated cost of one key's lookup,
  * in arbitrary units (nanoseconds for the CPU). */
 struct gpu_cls_cost {
-    double linear_per_slot_word;    /* Compare one slot word. */
+    double linear_per_slot;         /* Check one slot (linear search). */
     double hash_per_word;           /* Mask + hash one key word. */
     double filter_test;             /* One Bloom filter test. */
-    double probe_cached;            /* 3 cuckoo probes, tables in cache. */
-    double probe_uncached;          /* 3 cuckoo probes, tables not. */
+    double probe_cached;            /* Cuckoo probes of a class, tables in
+                                     * cache. */
+    double probe_uncached;          /* The same, tables not in cache. */
     double cache_bytes;             /* What "in cache" holds. */
+    double bloom_fixed;             /* Per key, Bloom only (CUDA: filters
+                                     * staged into shared memory). */
 };
 
 struct gpu_cls_provider {

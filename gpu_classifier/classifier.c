@@ -877,18 +877,19 @@ gpu_cls_set_algorithm(struct gpu_cls_table *t, enum gpu_cls_algorithm alg)
 }
 
 /* AUTO.  Estimated cost of one key's lookup under each algorithm, from
- * the backend's constants (see docs/CLASSIFIER-NOTES.md for how they were
- * fitted):
+ * the backend's constants, fitted to measurements (docs/CLASSIFIER-NOTES.md
+ * gives the data):
  *
- *   linear: every slot of every class is compared, word by word;
- *   tuple:  every class is masked and hashed, then probed (3 slots for a
- *           miss), cheaply while the tables fit in cache;
+ *   linear: every slot of every class is checked;
+ *   tuple:  every class is masked and hashed, then probed, cheaply while
+ *           the tables fit in cache;
  *   Bloom:  every class is masked and hashed and its filter tested; only
- *           hits and false positives (~0.2%) are probed.
+ *           hits and false positives (~0.2%) are probed; plus a fixed cost
+ *           per key (on the GPU, staging filters in shared memory).
  *
- * GSwitch's measurements show the same shape: linear wins only for a few
- * hundred rules, tuple at few classes (its probes hit cache, and the filter
- * test is extra work), Bloom beyond. */
+ * The result has GSwitch's shape: linear only for tiny tables, tuple at a
+ * handful of classes, Bloom beyond (on an H100 the crossover is between 4
+ * and 16 classes). */
 int
 gpu_cls_resolve_algorithm(const struct gpu_cls_table *t)
 {
@@ -910,10 +911,10 @@ gpu_cls_resolve_algorithm(const struct gpu_cls_table *t)
     }
     probe = t->mem_bytes <= k->cache_bytes ? k->probe_cached
                                            : k->probe_uncached;
-    linear = t->total_slots * k->linear_per_slot_word;
+    linear = t->total_slots * k->linear_per_slot;
     tuple = c * (n_words * k->hash_per_word + probe);
     bloom = c * (n_words * k->hash_per_word + k->filter_test
-                 + 0.002 * probe) + probe;
+                 + 0.002 * probe) + probe + k->bloom_fixed;
     if (linear <= tuple && linear <= bloom) {
         return GPU_CLS_ALG_LINEAR;
     }
