@@ -1,0 +1,1363 @@
+/*
+ * Tests of gpu_services/ids/: the rule parser on the Snort community rules
+ * and on bad lines, content semantics on hand-made cases, the automaton
+ * and the full matcher against a brute-force reference on random rules
+ * and payloads with planted patterns, and Hyperscan as an independent
+ * oracle for the literal matches.
+ *
+ * Environment:
+ *   GPU_TEST_SEED       master seed (decimal or 0x hex); else time-based.
+ *                       Always printed; failing cases print their seed.
+ *   GPU_IDS_BACKEND     cpu | cuda | all (default: every backend usable
+ *                       here).  "cuda" without a device fails.
+ *   OVSGPU_SHARED_DATA  folder holding snort-community/ (default
+ *                       top_srcdir/../shared/data); the community-rule
+ *                       cases are skipped, saying so, if it is missing.
+ *   GPU_TEST_FILTER     run only tests whose names match this pattern.
+ */
+#include <config.h>
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#ifdef HAVE_HYPERSCAN
+#include <hs.h>
+#endif
+
+#include "gpu_services/ids/gpu-ids.h"
+
+static uint64_t master_seed;
+static enum gpu_ids_backend backends[2];
+static int n_backends;
+
+/* ---- Random numbers (splitmix64). ---- */
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t
+rng_next(struct rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t
+rng_below(struct rng *r, uint32_t n)
+{
+    return n ? rng_next(r) % n : 0;
+}
+
+static uint64_t
+case_seed(uint64_t a, uint64_t b)
+{
+    struct rng r = { master_seed ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+
+    return rng_next(&r);
+}
+
+static const char *
+data_dir(void)
+{
+    const char *d = getenv("OVSGPU_SHARED_DATA");
+
+    return d && *d ? d : OVSGPU_DEFAULT_SHARED_DATA;
+}
+
+static const char *
+community_path(void)
+{
+    static char path[1024];
+
+    snprintf(path, sizeof path, "%s/snort-community/community.rules",
+             data_dir());
+    return path;
+}
+
+static struct gpu_ids_ruleset *
+load_community(bool commented, bool partial)
+{
+    struct gpu_ids_load_options o = { .partial = partial,
+                                      .commented = commented };
+    struct gpu_ids_ruleset *rs = NULL;
+    char err[512];
+    FILE *f = fopen(community_path(), "r");
+
+    if (!f) {
+        print_message("  SKIP: cannot read %s (set OVSGPU_SHARED_DATA)\n",
+                      community_path());
+        return NULL;
+    }
+    fclose(f);
+    int error = gpu_ids_ruleset_load_file(community_path(), &o, &rs, err,
+                                          sizeof err);
+    if (error) {
+        fail_msg("loading %s: %s", community_path(), err);
+    }
+    return rs;
+}
+
+/* ---- Brute-force reference: contents as the API reports them. ---- */
+
+struct ref_content {
+    uint8_t bytes[512];
+    uint32_t len;
+    bool nocase, relative, bounded;
+    int32_t a, b;               /* offset/depth or distance/within. */
+};
+
+static bool
+ref_at(const struct ref_content *c, const uint8_t *p, size_t len, long s)
+{
+    if (s < 0 || (size_t) s + c->len > len) {
+        return false;
+    }
+    for (uint32_t i = 0; i < c->len; i++) {
+        uint8_t x = p[s + i], y = c->bytes[i];
+
+        if (c->nocase ? tolower(x) != tolower(y) : x != y) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Does some choice of positions for contents i.. satisfy them all, given
+ * the previous match ended at 'end'?  Exhaustive, memoized on (i, end):
+ * nothing clever, so it can judge the matcher's pruned backtracking. */
+static bool
+ref_rec(const struct ref_content *cs, size_t n, size_t i, long end,
+        const uint8_t *p, size_t len, uint8_t *memo)
+{
+    if (i == n) {
+        return true;
+    }
+    if (memo[i * (len + 1) + end]) {
+        return false;
+    }
+    const struct ref_content *c = &cs[i];
+    for (long s = 0; s + (long) c->len <= (long) len; s++) {
+        long lo, hi;
+
+        if (c->relative) {
+            lo = end + c->a;
+            hi = c->bounded ? end + c->a + c->b : (long) len;
+        } else {
+            lo = c->a;
+            hi = c->bounded ? c->a + c->b : (long) len;
+        }
+        if (s < lo || s + (long) c->len > hi || !ref_at(c, p, len, s)) {
+            continue;
+        }
+        if (ref_rec(cs, n, i + 1, s + c->len, p, len, memo)) {
+            return true;
+        }
+    }
+    memo[i * (len + 1) + end] = 1;
+    return false;
+}
+
+static bool
+ref_contents(const struct ref_content *cs, size_t n, const uint8_t *p,
+             size_t len)
+{
+    uint8_t *memo = calloc((n + 1) * (len + 1), 1);
+    bool r = ref_rec(cs, n, 0, 0, p, len, memo);
+
+    free(memo);
+    return r;
+}
+
+static void
+ref_from_ruleset(const struct gpu_ids_ruleset *rs, uint32_t idx,
+                 struct ref_content *cs, size_t *n)
+{
+    struct gpu_ids_rule_info ri;
+
+    assert_true(gpu_ids_rule_get(rs, idx, &ri));
+    *n = ri.n_contents;
+    for (uint32_t i = 0; i < ri.n_contents; i++) {
+        struct gpu_ids_content_info ci;
+
+        assert_true(gpu_ids_rule_content(rs, idx, i, &ci));
+        assert_true(ci.len <= sizeof cs[i].bytes);
+        memcpy(cs[i].bytes, ci.bytes, ci.len);
+        cs[i].len = ci.len;
+        cs[i].nocase = ci.nocase;
+        cs[i].relative = ci.relative;
+        if (ci.relative) {
+            cs[i].a = ci.distance;
+            cs[i].bounded = ci.has_within;
+            cs[i].b = ci.within;
+        } else {
+            cs[i].a = ci.offset;
+            cs[i].bounded = ci.has_depth;
+            cs[i].b = ci.depth;
+        }
+    }
+}
+
+/* ---- Packed batches. ---- */
+
+struct pkts {
+    uint8_t *data;
+    uint32_t *offsets;
+    struct gpu_ids_pkt_hdr *hdrs;
+    size_t n, cap_bytes;
+};
+
+static void
+pkts_init(struct pkts *p, size_t n, size_t max_bytes)
+{
+    p->data = gpu_host_alloc(max_bytes + 1);
+    p->offsets = gpu_host_alloc((n + 1) * sizeof *p->offsets);
+    p->hdrs = gpu_host_alloc((n + 1) * sizeof *p->hdrs);
+    assert_non_null(p->data);
+    assert_non_null(p->offsets);
+    assert_non_null(p->hdrs);
+    memset(p->hdrs, 0, (n + 1) * sizeof *p->hdrs);
+    p->n = 0;
+    p->cap_bytes = max_bytes;
+    p->offsets[0] = 0;
+}
+
+static void
+pkts_free(struct pkts *p)
+{
+    gpu_host_free(p->data);
+    gpu_host_free(p->offsets);
+    gpu_host_free(p->hdrs);
+}
+
+/* Appends a packet of 'len' bytes (returned for filling). */
+static uint8_t *
+pkts_add(struct pkts *p, size_t len, uint8_t proto, uint16_t sport,
+         uint16_t dport)
+{
+    uint8_t *d = p->data + p->offsets[p->n];
+
+    assert_true(p->offsets[p->n] + len <= p->cap_bytes);
+    p->hdrs[p->n].proto = proto;
+    p->hdrs[p->n].sport = sport;
+    p->hdrs[p->n].dport = dport;
+    p->offsets[p->n + 1] = p->offsets[p->n] + len;
+    p->n++;
+    return d;
+}
+
+/* Runs the batch on every backend and checks it against 'expect'. */
+static void
+check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
+               const struct gpu_ids_verdict *expect, uint64_t seed)
+{
+    struct gpu_ids_verdict *v = gpu_host_alloc((p->n + 1) * sizeof *v);
+
+    for (int b = 0; b < n_backends; b++) {
+        for (int remap = 0; remap < 2; remap++) {
+            struct gpu_ids_matcher_config cfg;
+            struct gpu_ids_matcher *m;
+
+            if (backends[b] == GPU_IDS_BACKEND_CPU && remap) {
+                continue;       /* Remapping is a CUDA setting. */
+            }
+            gpu_ids_matcher_config_init(&cfg);
+            cfg.backend = backends[b];
+            cfg.remap = remap;
+            cfg.chunk_bytes = remap ? 64 : 0;   /* Many chunk edges. */
+            assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
+            memset(v, 0xa5, (p->n + 1) * sizeof *v);
+            assert_int_equal(gpu_ids_match(m, p->data, p->offsets, p->hdrs,
+                                           p->n, v), GPU_OK);
+            for (size_t i = 0; i < p->n; i++) {
+                if (v[i].sid != expect[i].sid
+                    || v[i].rule != expect[i].rule
+                    || v[i].n_matches != expect[i].n_matches) {
+                    fail_msg("seed 0x%016" PRIx64 " backend %s remap %d "
+                             "packet %zu (len %u): got sid %u rule %u n %u, "
+                             "expected sid %u rule %u n %u", seed,
+                             gpu_ids_backend_name(backends[b]), remap, i,
+                             p->offsets[i + 1] - p->offsets[i], v[i].sid,
+                             v[i].rule, v[i].n_matches, expect[i].sid,
+                             expect[i].rule, expect[i].n_matches);
+                }
+            }
+            gpu_ids_matcher_destroy(m);
+        }
+    }
+    gpu_host_free(v);
+}
+
+/* The expected verdicts by brute force over every rule of 'rs'. */
+static void
+ref_verdicts(const struct gpu_ids_ruleset *rs, const struct pkts *p,
+             struct gpu_ids_verdict *expect)
+{
+    uint32_t nr = gpu_ids_ruleset_n_rules(rs);
+    struct ref_content cs[GPU_IDS_MAX_CONTENTS];
+
+    for (size_t i = 0; i < p->n; i++) {
+        const uint8_t *d = p->data + p->offsets[i];
+        size_t len = p->offsets[i + 1] - p->offsets[i];
+        const struct gpu_ids_pkt_hdr *h = &p->hdrs[i];
+
+        memset(&expect[i], 0, sizeof expect[i]);
+        expect[i].rule = GPU_IDS_NO_RULE;
+        for (uint32_t r = 0; r < nr; r++) {
+            struct gpu_ids_rule_info ri;
+            size_t n;
+
+            if (!gpu_ids_rule_header_matches(rs, r, h->proto, h->sport,
+                                             h->dport)) {
+                continue;
+            }
+            ref_from_ruleset(rs, r, cs, &n);
+            if (!ref_contents(cs, n, d, len)) {
+                continue;
+            }
+            gpu_ids_rule_get(rs, r, &ri);
+            expect[i].n_matches++;
+            if (expect[i].rule == GPU_IDS_NO_RULE || ri.sid < expect[i].sid
+                || (ri.sid == expect[i].sid && r < expect[i].rule)) {
+                expect[i].sid = ri.sid;
+                expect[i].rule = r;
+            }
+        }
+    }
+}
+
+/* ---- Parser: the community rules. ---- */
+
+static void
+test_community_counts(void **state)
+{
+    struct gpu_ids_ruleset *rs;
+    struct gpu_ids_ruleset_stats s;
+    const char *name;
+    uint32_t count;
+    bool saw_flow = false;
+
+    /* Active rules only, strict: every one of the 545 active community
+     * rules uses "flow", which a per-packet scan cannot honour. */
+    rs = load_community(false, false);
+    if (!rs) {
+        skip();
+    }
+    gpu_ids_ruleset_get_stats(rs, &s);
+    print_message("  strict: %u rules, %u loaded, %u skipped\n", s.n_rules,
+                  s.n_loaded, s.n_skipped);
+    assert_int_equal(s.n_rules, 545);   /* grep -c '^alert' */
+    assert_int_equal(s.n_loaded, 0);
+    assert_int_equal(s.n_skipped, 545);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_OPTION], 545);
+    size_t n_opts = gpu_ids_ruleset_option_counts(rs, 0, &name, &count);
+    for (size_t i = 0; i < n_opts; i++) {
+        gpu_ids_ruleset_option_counts(rs, i, &name, &count);
+        if (!strcmp(name, "flow")) {
+            assert_int_equal(count, 545);
+            saw_flow = true;
+        }
+    }
+    assert_true(saw_flow);
+    /* Most frequent first. */
+    gpu_ids_ruleset_option_counts(rs, 0, &name, &count);
+    assert_string_equal(name, "flow");
+    gpu_ids_ruleset_destroy(rs);
+
+    /* Active rules, partial: all of them have a content. */
+    rs = load_community(false, true);
+    gpu_ids_ruleset_get_stats(rs, &s);
+    print_message("  partial: %u loaded (%u partial), %u patterns, %u "
+                  "states, %u classes, %" PRIu64 " table bytes\n",
+                  s.n_loaded, s.n_partial, s.n_patterns, s.n_states,
+                  s.n_classes, s.table_bytes);
+    assert_int_equal(s.n_rules, 545);
+    assert_int_equal(s.n_loaded + s.n_skipped, 545);
+    assert_int_equal(s.n_partial, s.n_loaded);
+    gpu_ids_ruleset_destroy(rs);
+
+    /* Everything, commented rules included: 4005 rules (one sid each). */
+    rs = load_community(true, true);
+    gpu_ids_ruleset_get_stats(rs, &s);
+    print_message("  commented+partial: %u rules, %u loaded, skipped:",
+                  s.n_rules, s.n_loaded);
+    for (int r = 0; r < GPU_IDS_SKIP_N_REASONS; r++) {
+        print_message(" %s %u", gpu_ids_skip_reason_name(r),
+                      s.n_skipped_by[r]);
+    }
+    print_message("; %u patterns, %u states x %u classes, max depth %u, "
+                  "%" PRIu64 " table bytes\n", s.n_patterns, s.n_states,
+                  s.n_classes, s.max_depth, s.table_bytes);
+    assert_int_equal(s.n_rules, 4005);
+    assert_int_equal(s.n_loaded + s.n_skipped, 4005);
+    uint32_t sum = 0;
+    for (int r = 0; r < GPU_IDS_SKIP_N_REASONS; r++) {
+        sum += s.n_skipped_by[r];
+    }
+    assert_int_equal(sum, s.n_skipped);
+    /* Rules without any content (e.g. icmp itype rules) cannot load. */
+    assert_true(s.n_skipped_by[GPU_IDS_SKIP_NO_CONTENT] > 0);
+    assert_true(s.max_depth <= GPU_IDS_AC_MAX_DEPTH);
+    assert_true(s.n_loaded > 3000);
+    gpu_ids_ruleset_destroy(rs);
+}
+
+static void
+test_community_known_rules(void **state)
+{
+    struct gpu_ids_ruleset *rs = load_community(true, true);
+    struct gpu_ids_rule_info ri;
+    struct gpu_ids_content_info ci;
+    uint32_t idx;
+
+    if (!rs) {
+        skip();
+    }
+
+    /* sid 118: alert tcp $HOME_NET 666 -> $EXTERNAL_NET any
+     *   content:"Remote|3A| "; depth:11; nocase;
+     *   content:"You are connected to me.|0D 0A|Remote|3A| Ready for
+     *   commands"; distance:0; nocase; */
+    idx = gpu_ids_rule_find(rs, 118);
+    assert_int_not_equal(idx, GPU_IDS_NO_RULE);
+    assert_true(gpu_ids_rule_get(rs, idx, &ri));
+    assert_string_equal(ri.msg, "MALWARE-BACKDOOR SatansBackdoor.2.0.Beta");
+    assert_int_equal(ri.proto, GPU_IDS_PROTO_TCP);
+    assert_true(ri.partial);    /* flow:to_client,established */
+    assert_int_equal(ri.n_contents, 2);
+    assert_int_equal(ri.anchor, 1);     /* The longer content. */
+    assert_true(gpu_ids_rule_content(rs, idx, 0, &ci));
+    assert_int_equal(ci.len, 8);
+    assert_memory_equal(ci.bytes, "remote: ", 8);   /* nocase: lowered. */
+    assert_true(ci.nocase);
+    assert_false(ci.relative);
+    assert_int_equal(ci.offset, 0);
+    assert_true(ci.has_depth);
+    assert_int_equal(ci.depth, 11);
+    assert_true(gpu_ids_rule_content(rs, idx, 1, &ci));
+    assert_int_equal(ci.len, 52);
+    assert_memory_equal(ci.bytes, "you are connected to me.\r\nremote: "
+                        "ready for commands", 52);
+    assert_true(ci.relative);
+    assert_int_equal(ci.distance, 0);
+    assert_false(ci.has_within);
+    assert_true(gpu_ids_rule_header_matches(rs, idx, 6, 666, 1234));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 6, 667, 1234));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 17, 666, 1234));
+
+    /* sid 115: content:"BN|10 00 02 00|"; depth:6; content:"|05 00|";
+     * depth:2; offset:8; from port 20034. */
+    idx = gpu_ids_rule_find(rs, 115);
+    assert_int_not_equal(idx, GPU_IDS_NO_RULE);
+    assert_true(gpu_ids_rule_get(rs, idx, &ri));
+    assert_int_equal(ri.n_contents, 2);
+    assert_true(gpu_ids_rule_content(rs, idx, 0, &ci));
+    assert_int_equal(ci.len, 6);
+    assert_memory_equal(ci.bytes, "BN\x10\x00\x02\x00", 6);
+    assert_false(ci.nocase);
+    assert_int_equal(ci.depth, 6);
+    assert_true(gpu_ids_rule_content(rs, idx, 1, &ci));
+    assert_int_equal(ci.len, 2);
+    assert_memory_equal(ci.bytes, "\x05\x00", 2);
+    assert_int_equal(ci.offset, 8);
+    assert_int_equal(ci.depth, 2);
+    assert_true(gpu_ids_rule_header_matches(rs, idx, 6, 20034, 1));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 6, 20035, 1));
+
+    /* sid 121: ports 1000:1300 -> 146. */
+    idx = gpu_ids_rule_find(rs, 121);
+    assert_int_not_equal(idx, GPU_IDS_NO_RULE);
+    assert_true(gpu_ids_rule_header_matches(rs, idx, 6, 1000, 146));
+    assert_true(gpu_ids_rule_header_matches(rs, idx, 6, 1300, 146));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 6, 999, 146));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 6, 1301, 146));
+    assert_false(gpu_ids_rule_header_matches(rs, idx, 6, 1000, 147));
+
+    /* A $HTTP_PORTS rule: 8080 is in Snort's default list, 8081 not. */
+    uint32_t n = gpu_ids_ruleset_n_rules(rs), http = GPU_IDS_NO_RULE;
+    for (uint32_t i = 0; i < n && http == GPU_IDS_NO_RULE; i++) {
+        if (gpu_ids_rule_header_matches(rs, i, 6, 1234, 8080)
+            && !gpu_ids_rule_header_matches(rs, i, 6, 1234, 8081)
+            && gpu_ids_rule_header_matches(rs, i, 6, 1234, 80)
+            && gpu_ids_rule_header_matches(rs, i, 6, 1234, 55555)) {
+            http = i;
+        }
+    }
+    assert_int_not_equal(http, GPU_IDS_NO_RULE);
+
+    /* Every pattern's automaton depth is bounded and msg set. */
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(gpu_ids_rule_get(rs, i, &ri));
+        assert_non_null(ri.msg);
+        assert_true(ri.n_contents >= 1);
+    }
+    gpu_ids_ruleset_destroy(rs);
+}
+
+/* ---- Parser: bad lines. ---- */
+
+static void
+test_bad_lines(void **state)
+{
+    static const struct {
+        const char *line;
+        const char *msg;        /* Expected in the error. */
+    } bad[] = {
+        { "alert tcp any any -> any any (content:\"abc; sid:1;)",
+          "unterminated" },
+        { "alert tcp any any => any any (content:\"a\"; sid:1;)",
+          "direction" },
+        { "alert tcp any 70000 -> any any (content:\"a\"; sid:1;)",
+          "bad port" },
+        { "alert tcp any 90:80 -> any any (content:\"a\"; sid:1;)",
+          "empty port range" },
+        { "alert tcp any [80,81 -> any any (content:\"a\"; sid:1;)",
+          "" },
+        { "alert tcp any any -> any any (content:\"|4g|\"; sid:1;)",
+          "hex digit" },
+        { "alert tcp any any -> any any (content:\"|414|\"; sid:1;)",
+          "odd number" },
+        { "alert tcp any any -> any any (content:\"|41\"; sid:1;)",
+          "unterminated |hex|" },
+        { "alert tcp any any -> any any (nocase; content:\"a\"; sid:1;)",
+          "without a preceding content" },
+        { "alert tcp any any -> any any (content:\"a\"; depth:0; sid:1;)",
+          "bad value" },
+        { "alert tcp any any -> any any (content:\"a\"; offset:1; "
+          "distance:2; sid:1;)", "mixes" },
+        { "alert tcp any any -> any any (content:\"a\"; depth:3; depth:4; "
+          "sid:1;)", "twice" },
+        { "alert tcp any any -> any any (content:\"a\"; sid:1)",
+          "not terminated" },
+        { "alert tcp any any -> any any content:\"a\"; sid:1;",
+          "expected '('" },
+        { "alert tcp any any -> any any (content:\"a\"; sid:1;",
+          "not closed" },
+        { "alrt tcp any any -> any any (content:\"a\"; sid:1;)",
+          "unknown action" },
+        { "alert tcp any any -> any any (content:\"a\";)", "no sid" },
+        { "alert tcp any any -> any any (content:\"a\"; sid:x;)",
+          "bad sid" },
+        { "alert tcp any any -> any any (content:\"\"; sid:1;)",
+          "empty content" },
+        { "alert tcp any any -> any (content:\"a\"; sid:1;)", "" },
+        { "alert tcp any# any -> any any (content:\"a\"; sid:1;)",
+          "bad address" },
+        { "alert tcp", "missing" },
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gpu_ids_ruleset *rs = (struct gpu_ids_ruleset *) &rs;
+        struct gpu_ids_ruleset *sentinel = rs;
+        char text[1024], err[512];
+
+        /* The bad rule is on line 3, after a comment and a good rule. */
+        snprintf(text, sizeof text, "# comment\n"
+                 "alert tcp any any -> any 80 (msg:\"ok\"; content:\"x\"; "
+                 "sid:9;)\n%s\n", bad[i].line);
+        err[0] = '\0';
+        int error = gpu_ids_ruleset_load_string(text, "bad.rules", NULL,
+                                                &rs, err, sizeof err);
+        print_message("  %-62.62s -> %s\n", bad[i].line, err);
+        assert_int_equal(error, GPU_ERR_INVALID);
+        assert_ptr_equal(rs, sentinel);     /* Nothing half-built. */
+        assert_non_null(strstr(err, "bad.rules:3: "));
+        assert_non_null(strstr(err, bad[i].msg));
+    }
+
+    /* A missing file. */
+    struct gpu_ids_ruleset *rs = NULL;
+    char err[512];
+    assert_int_equal(gpu_ids_ruleset_load_file("/nonexistent/x.rules", NULL,
+                                               &rs, err, sizeof err),
+                     GPU_ERR_NOT_FOUND);
+    assert_null(rs);
+    assert_non_null(strstr(err, "/nonexistent/x.rules"));
+
+    /* Continuation lines, skipped rules and their reasons. */
+    const char *text =
+        "alert tcp any any -> any any \\\n"
+        "    (msg:\"two lines\"; content:\"ab\"; sid:1;)\n"
+        "pass tcp any any -> any any (content:\"a\"; sid:2;)\n"
+        "alert http any any -> any any (content:\"a\"; sid:3;)\n"
+        "alert tcp any any -> any any (msg:\"none\"; sid:4;)\n"
+        "alert tcp any any -> any any (content:\"a\"; pcre:\"/a/\"; "
+        "sid:5;)\n"
+        "alert tcp 10.0.0.1 any -> any any (content:\"a\"; sid:6;)\n"
+        "alert tcp any any -> any any (content:!\"a\"; sid:7;)\n"
+        "alert tcp any any -> any any (content:\"a\"; content:!\"b\"; "
+        "sid:8;)\n"
+        "alert tcp any $FOO_PORTS -> any any (content:\"q\"; sid:10;)\n"
+        "# alert tcp any any -> any any (content:\"c\"; sid:11;)\n";
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "t", NULL, &rs, err,
+                                                 sizeof err), GPU_OK);
+    struct gpu_ids_ruleset_stats s;
+    gpu_ids_ruleset_get_stats(rs, &s);
+    assert_int_equal(s.n_rules, 9);
+    assert_int_equal(s.n_loaded, 2);    /* sids 1 and 10. */
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_ACTION], 1);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_PROTOCOL], 1);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_NO_CONTENT], 2);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_OPTION], 2);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_ADDRESS], 1);
+    assert_int_equal(s.n_unknown_vars, 1);
+    assert_int_not_equal(gpu_ids_rule_find(rs, 1), GPU_IDS_NO_RULE);
+    gpu_ids_ruleset_destroy(rs);
+
+    struct gpu_ids_load_options o = { .partial = true, .commented = true };
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "t", &o, &rs, err,
+                                                 sizeof err), GPU_OK);
+    gpu_ids_ruleset_get_stats(rs, &s);
+    assert_int_equal(s.n_rules, 10);
+    /* 1, 5, 6, 8, 10, 11; 7 has no positive content left. */
+    assert_int_equal(s.n_loaded, 6);
+    assert_int_equal(s.n_partial, 3);
+    assert_int_equal(s.n_skipped_by[GPU_IDS_SKIP_NO_CONTENT], 2);
+    gpu_ids_ruleset_destroy(rs);
+}
+
+/* ---- Content semantics, by hand. ---- */
+
+static void
+test_semantics(void **state)
+{
+    static const struct {
+        const char *rule;       /* Options after the header. */
+        const char *payload;
+        bool match;
+    } cases[] = {
+        { "content:\"abc\";", "xxabcxx", true },
+        { "content:\"abc\";", "xxABCxx", false },
+        { "content:\"abc\"; nocase;", "xxABcxx", true },
+        { "content:\"ABC\";", "xxabcxx", false },
+        { "content:\"abc\"; offset:2;", "xxabc", true },
+        { "content:\"abc\"; offset:3;", "xxabc", false },
+        { "content:\"abc\"; depth:5;", "xxabc", true },
+        { "content:\"abc\"; depth:4;", "xxabc", false },
+        { "content:\"abc\"; offset:1; depth:4;", "xxabc", true },
+        { "content:\"abc\"; offset:1; depth:3;", "xxabc", false },
+        { "content:\"ab\"; content:\"cd\"; distance:0;", "abcd", true },
+        { "content:\"ab\"; content:\"cd\"; distance:1;", "abcd", false },
+        { "content:\"ab\"; content:\"cd\"; distance:1;", "abxcd", true },
+        { "content:\"ab\"; content:\"cd\"; within:2;", "abcd", true },
+        { "content:\"ab\"; content:\"cd\"; within:3;", "abxcd", true },
+        { "content:\"ab\"; content:\"cd\"; within:2;", "abxcd", false },
+        { "content:\"ab\"; content:\"cd\"; distance:1; within:2;", "abxcd",
+          true },
+        { "content:\"ab\"; content:\"cd\"; distance:-2;", "cdab", false },
+        { "content:\"ab\"; content:\"cd\"; distance:-3;", "xcdab", false },
+        { "content:\"ab\"; content:\"b\"; distance:-1; within:1;", "ab",
+          true },
+        /* Backtracking: the first "ab" is too far from "cd". */
+        { "content:\"ab\"; content:\"cd\"; within:2;", "abxxxabcd", true },
+        /* Order matters: "cd" must follow "ab". */
+        { "content:\"ab\"; content:\"cd\"; distance:0;", "cdab", false },
+        /* Absolute contents need no order. */
+        { "content:\"ab\"; content:\"cd\";", "cdab", true },
+        /* Hex, escapes, case of hex. */
+        { "content:\"a|00 FF|b\";", "xa\x01\xff" "b", false },
+        { "content:\"|3b|\\\"\\;\";", "x;\";", true },
+        /* Pattern longer than the automaton's depth. */
+        { "content:\"0123456789abcdef0123456789ABCDEF-tail\";",
+          "xx0123456789abcdef0123456789ABCDEF-tail", true },
+        { "content:\"0123456789abcdef0123456789ABCDEF-tail\";",
+          "xx0123456789abcdef0123456789ABCDEF-tai!", false },
+        { "content:\"0123456789abcdef0123456789ABCDEF-tail\"; nocase;",
+          "xx0123456789ABCDEF0123456789abcdef-TAIL", true },
+    };
+    struct pkts p;
+    struct gpu_ids_verdict expect[64];
+    char text[16384];
+    size_t n = sizeof cases / sizeof cases[0], used = 0;
+
+    pkts_init(&p, n + 1, 1 << 16);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(cases[i].payload);
+
+        /* Only rule i may match packet i: each rule's header takes port
+         * 1000 + i. */
+        used += snprintf(text + used, sizeof text - used,
+                         "alert tcp any any -> any %zu (%s sid:%zu;)\n",
+                         1000 + i, cases[i].rule, 100 + i);
+        memcpy(pkts_add(&p, len, 6, 5, 1000 + i), cases[i].payload, len);
+        expect[i].sid = cases[i].match ? 100 + i : 0;
+        expect[i].rule = cases[i].match ? i : GPU_IDS_NO_RULE;
+        expect[i].n_matches = cases[i].match;
+        expect[i].pad = 0;
+    }
+    struct gpu_ids_ruleset *rs;
+    char err[256];
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "sem", NULL, &rs,
+                                                 err, sizeof err), GPU_OK);
+    assert_int_equal(gpu_ids_ruleset_n_rules(rs), n);
+
+    /* The brute-force reference must agree with the table too. */
+    struct gpu_ids_verdict ref[64];
+    ref_verdicts(rs, &p, ref);
+    for (size_t i = 0; i < n; i++) {
+        if (ref[i].n_matches != expect[i].n_matches) {
+            fail_msg("reference disagrees on case %zu: %s on \"%s\"", i,
+                     cases[i].rule, cases[i].payload);
+        }
+    }
+    check_backends(rs, &p, expect, 0);
+    gpu_ids_ruleset_destroy(rs);
+    pkts_free(&p);
+}
+
+static void
+test_headers(void **state)
+{
+    const char *text =
+        "alert tcp any any -> any [80,443,8000:8010] (content:\"a\"; "
+        "sid:1;)\n"
+        "alert udp any !53 -> any any (content:\"a\"; sid:2;)\n"
+        "alert ip any any -> any ![1:1023,!22] (content:\"a\"; sid:3;)\n"
+        "alert tcp any 7 <> any 9 (content:\"a\"; sid:4;)\n"
+        "alert tcp any any -> any $SHELLCODE_PORTS (content:\"a\"; "
+        "sid:5;)\n"
+        "alert icmp any any -> any any (content:\"a\"; sid:6;)\n"
+        "alert tcp any :10 -> any 60000: (content:\"a\"; sid:7;)\n";
+    static const struct {
+        uint8_t proto;
+        uint16_t sport, dport;
+        uint32_t sids;          /* Bit i: sid i matches. */
+    } cases[] = {
+        { 6, 1, 80, 1 << 1 },
+        { 6, 1, 8005, 1 << 1 | 1 << 3 | 1 << 5 },
+        { 6, 11, 8011, 1 << 3 | 1 << 5 },
+        { 17, 53, 80, 0 },
+        { 17, 54, 80, 1 << 2 },
+        { 17, 54, 22, 1 << 2 | 1 << 3 },
+        { 6, 7, 9, 1 << 4 | 1 << 5 },
+        { 6, 9, 7, 1 << 4 | 1 << 5 },
+        { 6, 7, 10, 1 << 5 },
+        { 1, 0, 0, 1 << 3 | 1 << 6 },
+        { 6, 10, 60000, 1 << 3 | 1 << 5 | 1 << 7 },
+        { 6, 11, 60000, 1 << 3 | 1 << 5 },
+    };
+    size_t n = sizeof cases / sizeof cases[0];
+    struct gpu_ids_verdict expect[32];
+    struct gpu_ids_ruleset *rs;
+    struct pkts p;
+    char err[256];
+
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "hdr", NULL, &rs,
+                                                 err, sizeof err), GPU_OK);
+    pkts_init(&p, n + 1, 1024);
+    for (size_t i = 0; i < n; i++) {
+        pkts_add(&p, 1, cases[i].proto, cases[i].sport, cases[i].dport)[0]
+            = 'a';
+        expect[i].n_matches = __builtin_popcount(cases[i].sids);
+        expect[i].sid = cases[i].sids ? __builtin_ctz(cases[i].sids) : 0;
+        expect[i].rule = cases[i].sids ? expect[i].sid - 1 : GPU_IDS_NO_RULE;
+        expect[i].pad = 0;
+    }
+    check_backends(rs, &p, expect, 0);
+    gpu_ids_ruleset_destroy(rs);
+    pkts_free(&p);
+}
+
+/* ---- Random rules and payloads. ---- */
+
+static const uint8_t alphabet[] = {
+    'a', 'b', 'c', 'A', 'B', 'C', 0x00, 0xff, '|', '"', ';', '\\', ':',
+};
+
+struct gen_pattern {
+    uint8_t bytes[48];
+    uint32_t len;
+};
+
+/* Writes 'len' bytes as a content string, escaping what must be. */
+static size_t
+write_content(char *out, const uint8_t *b, uint32_t len)
+{
+    size_t n = 0;
+
+    for (uint32_t i = 0; i < len; i++) {
+        uint8_t c = b[i];
+
+        if (c == '"' || c == ';' || c == '\\') {
+            n += sprintf(out + n, "\\%c", c);
+        } else if (c == '|' || c < 0x20 || c > 0x7e || (i & 7) == 5) {
+            /* Some printable bytes as hex too, for the parser. */
+            n += sprintf(out + n, "|%02X|", c);
+        } else {
+            out[n++] = c;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static void
+plant(struct rng *r, uint8_t *d, size_t len, const struct gen_pattern *pp,
+      bool flip_case)
+{
+    if (pp->len > len) {
+        return;
+    }
+    size_t at = rng_below(r, len - pp->len + 1);
+
+    for (uint32_t i = 0; i < pp->len; i++) {
+        uint8_t c = pp->bytes[i];
+
+        if (flip_case && isalpha(c) && rng_below(r, 2)) {
+            c ^= 0x20;
+        }
+        d[at + i] = c;
+    }
+    if (rng_below(r, 4) == 0) {
+        d[at + rng_below(r, pp->len)] ^= 1;     /* A near miss. */
+    }
+}
+
+static size_t
+random_len(struct rng *r)
+{
+    switch (rng_below(r, 6)) {
+    case 0: return 0;
+    case 1: return 1 + rng_below(r, 8);
+    case 2: return 16 + rng_below(r, 64);
+    case 3: return 200 + rng_below(r, 400);
+    case 4: return 1400 + rng_below(r, 100);
+    default: return rng_below(r, 100);
+    }
+}
+
+static void
+random_case(uint64_t seed, size_t n_rules, size_t n_packets)
+{
+    struct rng r = { seed };
+    size_t n_pool = 40;
+    struct gen_pattern *pool = calloc(n_pool, sizeof *pool);
+    char *text = malloc(n_rules * 1024 + 1);
+    static const uint16_t portset[] = { 80, 443, 1000, 1001, 1005, 8080 };
+    size_t used = 0;
+    bool nocase_pat[40];
+
+    for (size_t i = 0; i < n_pool; i++) {
+        /* Mostly short (they occur by chance), some longer than the
+         * automaton's depth. */
+        pool[i].len = rng_below(&r, 5) ? 1 + rng_below(&r, 6)
+                                       : 20 + rng_below(&r, 28);
+        for (uint32_t k = 0; k < pool[i].len; k++) {
+            pool[i].bytes[k] = alphabet[rng_below(&r, sizeof alphabet)];
+        }
+        nocase_pat[i] = false;
+    }
+
+    for (size_t i = 0; i < n_rules; i++) {
+        static const char *protos[] = { "tcp", "udp", "ip", "icmp" };
+        char ports[2][64];
+
+        for (int k = 0; k < 2; k++) {
+            uint16_t a = portset[rng_below(&r, 6)];
+            uint16_t b = portset[rng_below(&r, 6)];
+
+            switch (rng_below(&r, 7)) {
+            case 0: snprintf(ports[k], 64, "%u", a); break;
+            case 1: snprintf(ports[k], 64, "%u:%u", a < b ? a : b,
+                             a < b ? b : a); break;
+            case 2: snprintf(ports[k], 64, "[%u,%u]", a, b); break;
+            case 3: snprintf(ports[k], 64, "!%u", a); break;
+            default: snprintf(ports[k], 64, "any"); break;
+            }
+        }
+        used += sprintf(text + used, "alert %s any %s %s any %s (msg:\"r%zu\";",
+                        protos[rng_below(&r, 4)], ports[0],
+                        rng_below(&r, 4) ? "->" : "<>", ports[1], i);
+        size_t nc = 1 + rng_below(&r, 4);
+        for (size_t c = 0; c < nc; c++) {
+            const struct gen_pattern *pp = &pool[rng_below(&r, n_pool)];
+            char buf[512];
+
+            write_content(buf, pp->bytes, pp->len);
+            used += sprintf(text + used, " content:\"%s\";", buf);
+            if (rng_below(&r, 3) == 0) {
+                used += sprintf(text + used, " nocase;");
+            }
+            switch (rng_below(&r, 6)) {
+            case 0:
+                used += sprintf(text + used, " offset:%u;",
+                                rng_below(&r, 20));
+                if (rng_below(&r, 2)) {
+                    used += sprintf(text + used, " depth:%u;",
+                                    pp->len + rng_below(&r, 40));
+                }
+                break;
+            case 1:
+                used += sprintf(text + used, " depth:%u;",
+                                pp->len + rng_below(&r, 60));
+                break;
+            case 2:
+                used += sprintf(text + used, " distance:%d;",
+                                (int) rng_below(&r, 12) - 3);
+                if (rng_below(&r, 2)) {
+                    used += sprintf(text + used, " within:%u;",
+                                    pp->len + rng_below(&r, 30));
+                }
+                break;
+            case 3:
+                used += sprintf(text + used, " within:%u;",
+                                pp->len + rng_below(&r, 30));
+                break;
+            default:
+                break;
+            }
+            if (rng_below(&r, 8) == 0) {
+                used += sprintf(text + used, " fast_pattern;");
+            }
+        }
+        used += sprintf(text + used, " sid:%u; rev:1;)\n",
+                        (unsigned) (n_rules * 3 - i * 2));
+    }
+
+    struct gpu_ids_ruleset *rs;
+    char err[512];
+    int error = gpu_ids_ruleset_load_string(text, "random", NULL, &rs, err,
+                                            sizeof err);
+    if (error) {
+        fail_msg("seed 0x%016" PRIx64 ": %s", seed, err);
+    }
+    assert_int_equal(gpu_ids_ruleset_n_rules(rs), n_rules);
+
+    /* Packets: random bytes over the same alphabet, with planted
+     * patterns (some case-flipped, some near misses). */
+    struct pkts p;
+    pkts_init(&p, n_packets + 1, n_packets * 1500 + 1);
+    for (size_t i = 0; i < n_packets; i++) {
+        size_t len = random_len(&r);
+        uint8_t *d = pkts_add(&p, len, (uint8_t[]) { 6, 17, 1 }
+                              [rng_below(&r, 3)],
+                              portset[rng_below(&r, 6)],
+                              portset[rng_below(&r, 6)]);
+
+        for (size_t k = 0; k < len; k++) {
+            d[k] = alphabet[rng_below(&r, sizeof alphabet)];
+        }
+        for (size_t k = rng_below(&r, 4); k > 0; k--) {
+            plant(&r, d, len, &pool[rng_below(&r, n_pool)],
+                  rng_below(&r, 2));
+        }
+    }
+
+    /* The automaton alone: exact pattern sets against a naive search. */
+    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
+    uint32_t *ids = malloc((np + 1) * sizeof *ids);
+    for (size_t i = 0; i < p.n; i++) {
+        const uint8_t *d = p.data + p.offsets[i];
+        size_t len = p.offsets[i + 1] - p.offsets[i];
+        size_t n = gpu_ids_scan_patterns(rs, d, len, ids, np);
+        size_t k = 0;
+
+        for (uint32_t pid = 0; pid < np; pid++) {
+            struct ref_content c;
+            const uint8_t *bytes;
+            bool found = false;
+
+            gpu_ids_pattern_get(rs, pid, &bytes, &c.len, &c.nocase);
+            memcpy(c.bytes, bytes, c.len);
+            for (long s = 0; s + (long) c.len <= (long) len && !found; s++) {
+                found = ref_at(&c, d, len, s);
+            }
+            if (found != (k < n && ids[k] == pid)) {
+                fail_msg("seed 0x%016" PRIx64 " packet %zu pattern %u: "
+                         "automaton %s, naive search %s", seed, i, pid,
+                         found ? "missed it" : "reported it",
+                         found ? "found it" : "did not");
+            }
+            k += found;
+        }
+        assert_int_equal(k, n);
+    }
+    free(ids);
+    (void) nocase_pat;
+
+    struct gpu_ids_verdict *expect = malloc((p.n + 1) * sizeof *expect);
+    ref_verdicts(rs, &p, expect);
+    size_t n_matched = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        n_matched += expect[i].n_matches > 0;
+    }
+    print_message("  seed 0x%016" PRIx64 ": %zu rules, %zu packets, %zu "
+                  "matched\n", seed, n_rules, p.n, n_matched);
+    check_backends(rs, &p, expect, seed);
+
+    free(expect);
+    pkts_free(&p);
+    gpu_ids_ruleset_destroy(rs);
+    free(text);
+    free(pool);
+}
+
+static void
+test_random_small(void **state)
+{
+    for (int i = 0; i < 20; i++) {
+        random_case(case_seed(1, i), 1 + i, 50);
+    }
+}
+
+static void
+test_random_large(void **state)
+{
+    for (int i = 0; i < 3; i++) {
+        random_case(case_seed(2, i), 300, 400);
+    }
+}
+
+/* Community rules, random payloads with planted community patterns, full
+ * verdicts against the brute force over every rule. */
+static void
+test_community_random(void **state)
+{
+    struct gpu_ids_ruleset *rs = load_community(true, true);
+    uint64_t seed = case_seed(3, 0);
+    struct rng r = { seed };
+    size_t n_packets = 120;
+
+    if (!rs) {
+        skip();
+    }
+    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
+    struct pkts p;
+    pkts_init(&p, n_packets + 1, n_packets * 1500 + 1);
+    for (size_t i = 0; i < n_packets; i++) {
+        size_t len = random_len(&r);
+        uint16_t ports[] = { 80, 8080, 21, 25, 445, 1234, 3306 };
+        uint8_t *d = pkts_add(&p, len, rng_below(&r, 4) ? 6 : 17,
+                              ports[rng_below(&r, 7)],
+                              ports[rng_below(&r, 7)]);
+
+        for (size_t k = 0; k < len; k++) {
+            d[k] = rng_below(&r, 2) ? "GET / HTTP/1.1\r\n"[rng_below(&r, 16)]
+                                    : rng_below(&r, 256);
+        }
+        for (size_t k = rng_below(&r, 6); k > 0; k--) {
+            struct gen_pattern g;
+            const uint8_t *bytes;
+            bool nocase;
+
+            gpu_ids_pattern_get(rs, rng_below(&r, np), &bytes, &g.len,
+                                &nocase);
+            if (g.len > sizeof g.bytes) {
+                continue;
+            }
+            memcpy(g.bytes, bytes, g.len);
+            plant(&r, d, len, &g, nocase);
+        }
+    }
+    struct gpu_ids_verdict *expect = malloc((p.n + 1) * sizeof *expect);
+    ref_verdicts(rs, &p, expect);
+    size_t n_matched = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        n_matched += expect[i].n_matches > 0;
+    }
+    print_message("  seed 0x%016" PRIx64 ": %zu packets, %zu matched\n",
+                  seed, p.n, n_matched);
+    assert_true(n_matched > 0);
+    check_backends(rs, &p, expect, seed);
+    free(expect);
+    pkts_free(&p);
+    gpu_ids_ruleset_destroy(rs);
+}
+
+/* ---- Hyperscan as the oracle for the literal matches. ---- */
+
+#ifdef HAVE_HYPERSCAN
+struct hs_ctx {
+    uint8_t *seen;
+};
+
+static int
+hs_on_match(unsigned int id, unsigned long long from, unsigned long long to,
+            unsigned int flags, void *ctx_)
+{
+    struct hs_ctx *ctx = ctx_;
+
+    ctx->seen[id] = 1;
+    return 0;
+}
+#endif
+
+static void
+test_hyperscan_oracle(void **state)
+{
+#ifndef HAVE_HYPERSCAN
+    print_message("  SKIP: built without Hyperscan (apt-get install "
+                  "libhyperscan-dev and re-run configure)\n");
+    skip();
+#else
+    struct gpu_ids_ruleset *rs = load_community(true, true);
+    uint64_t seed = case_seed(4, 0);
+    struct rng r = { seed };
+
+    if (!rs) {
+        skip();
+    }
+    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
+    const char **exprs = calloc(np, sizeof *exprs);
+    size_t *lens = calloc(np, sizeof *lens);
+    unsigned int *flags = calloc(np, sizeof *flags);
+    unsigned int *hs_ids = calloc(np, sizeof *hs_ids);
+
+    for (uint32_t i = 0; i < np; i++) {
+        const uint8_t *bytes;
+        uint32_t len;
+        bool nocase;
+
+        gpu_ids_pattern_get(rs, i, &bytes, &len, &nocase);
+        exprs[i] = (const char *) bytes;
+        lens[i] = len;
+        flags[i] = HS_FLAG_SINGLEMATCH | (nocase ? HS_FLAG_CASELESS : 0);
+        hs_ids[i] = i;
+    }
+    hs_database_t *db = NULL;
+    hs_compile_error_t *cerr = NULL;
+    if (hs_compile_lit_multi(exprs, flags, hs_ids, lens, np, HS_MODE_BLOCK,
+                             NULL, &db, &cerr) != HS_SUCCESS) {
+        fail_msg("hs_compile_lit_multi: %s", cerr ? cerr->message : "?");
+    }
+    hs_scratch_t *scratch = NULL;
+    assert_int_equal(hs_alloc_scratch(db, &scratch), HS_SUCCESS);
+
+    struct hs_ctx ctx = { calloc(np, 1) };
+    uint32_t *ids = malloc(np * sizeof *ids);
+    uint8_t *d = malloc(1600);
+    size_t total_matches = 0;
+    for (int i = 0; i < 2000; i++) {
+        size_t len = random_len(&r);
+
+        for (size_t k = 0; k < len; k++) {
+            d[k] = rng_below(&r, 2) ? "GET / HTTP/1.1\r\n"[rng_below(&r, 16)]
+                                    : rng_below(&r, 256);
+        }
+        for (size_t k = rng_below(&r, 6); k > 0; k--) {
+            struct gen_pattern g;
+            const uint8_t *bytes;
+            bool nocase;
+
+            gpu_ids_pattern_get(rs, rng_below(&r, np), &bytes, &g.len,
+                                &nocase);
+            if (g.len > sizeof g.bytes) {
+                continue;
+            }
+            memcpy(g.bytes, bytes, g.len);
+            plant(&r, d, len, &g, nocase);
+        }
+        memset(ctx.seen, 0, np);
+        assert_int_equal(hs_scan(db, (const char *) d, len, 0, scratch,
+                                 hs_on_match, &ctx), HS_SUCCESS);
+        size_t n = gpu_ids_scan_patterns(rs, d, len, ids, np), k = 0;
+        for (uint32_t pid = 0; pid < np; pid++) {
+            bool ours = k < n && ids[k] == pid;
+
+            if (ours != ctx.seen[pid]) {
+                const uint8_t *bytes;
+                uint32_t plen;
+                bool nocase;
+
+                gpu_ids_pattern_get(rs, pid, &bytes, &plen, &nocase);
+                fail_msg("seed 0x%016" PRIx64 " payload %d pattern %u "
+                         "(len %u, nocase %d): Hyperscan %s, ours %s", seed,
+                         i, pid, plen, nocase,
+                         ctx.seen[pid] ? "matched" : "did not",
+                         ours ? "matched" : "did not");
+            }
+            k += ours;
+        }
+        total_matches += n;
+    }
+    print_message("  seed 0x%016" PRIx64 ": %u patterns, 2000 payloads, "
+                  "%zu pattern matches, identical to Hyperscan %s\n", seed,
+                  np, total_matches, hs_version());
+    assert_true(total_matches > 0);
+    free(d);
+    free(ids);
+    free(ctx.seen);
+    hs_free_scratch(scratch);
+    hs_free_database(db);
+    free(exprs);
+    free(lens);
+    free(flags);
+    free(hs_ids);
+    gpu_ids_ruleset_destroy(rs);
+#endif
+}
+
+/* ---- Batches: async API, bad arguments, counters. ---- */
+
+static void
+test_batches(void **state)
+{
+    const char *text =
+        "alert tcp any any -> any any (content:\"evil\"; sid:7;)\n"
+        "alert tcp any any -> any any (content:\"evil\"; nocase; "
+        "sid:3;)\n";
+    struct gpu_ids_ruleset *rs;
+    char err[256];
+
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "b", NULL, &rs, err,
+                                                 sizeof err), GPU_OK);
+    for (int b = 0; b < n_backends; b++) {
+        struct gpu_ids_matcher_config cfg;
+        struct gpu_ids_matcher *m;
+        struct gpu_ids_batch *batch;
+        struct pkts p;
+        struct gpu_ids_verdict *v = gpu_host_alloc(4 * sizeof *v);
+        struct gpu_stream *stream;
+
+        gpu_ids_matcher_config_init(&cfg);
+        cfg.backend = backends[b];
+        assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
+        assert_int_equal(gpu_ids_matcher_backend(m), backends[b]);
+        assert_int_equal(gpu_ids_batch_create(m, 3, 100, &batch), GPU_OK);
+        assert_int_equal(gpu_stream_create(&stream), GPU_OK);
+
+        pkts_init(&p, 4, 200);
+        memcpy(pkts_add(&p, 8, 6, 1, 2), "xxevilxx", 8);
+        memcpy(pkts_add(&p, 4, 6, 1, 2), "EVIL", 4);
+        memcpy(pkts_add(&p, 3, 6, 1, 2), "evi", 3);
+
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, p.offsets,
+                                        p.hdrs, 3, v), GPU_OK);
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, p.offsets,
+                                        p.hdrs, 3, v), GPU_ERR_BUSY);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        assert_int_equal(v[0].sid, 3);
+        assert_int_equal(v[0].n_matches, 2);
+        assert_int_equal(v[0].rule, 1);
+        assert_int_equal(v[1].sid, 3);
+        assert_int_equal(v[1].n_matches, 1);
+        assert_int_equal(v[2].sid, 0);
+        assert_int_equal(v[2].rule, GPU_IDS_NO_RULE);
+        assert_int_equal(gpu_ids_poll(batch), GPU_OK);
+
+        /* Kernel-only re-run, then counters. */
+        assert_int_equal(gpu_ids_resubmit(batch, stream), GPU_OK);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        uint64_t counts[2];
+        assert_int_equal(gpu_ids_matcher_rule_counts(m, counts, 2), GPU_OK);
+        assert_int_equal(counts[0], 2);     /* sid 7, twice packet 0. */
+        assert_int_equal(counts[1], 4);
+        struct gpu_ids_matcher_stats ms;
+        gpu_ids_matcher_get_stats(m, &ms);
+        assert_int_equal(ms.n_packets, 6);
+        assert_int_equal(ms.n_matched, 4);
+
+        /* Bad arguments. */
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, p.offsets,
+                                        p.hdrs, 4, v), GPU_ERR_INVALID);
+        uint32_t bad_ofs[3] = { 0, 5, 2 };
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, bad_ofs,
+                                        p.hdrs, 2, v), GPU_ERR_INVALID);
+        uint32_t big_ofs[2] = { 0, 101 };
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, big_ofs,
+                                        p.hdrs, 1, v), GPU_ERR_INVALID);
+        /* Empty batch. */
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data, p.offsets,
+                                        p.hdrs, 0, v), GPU_OK);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        /* Offsets need not start at 0: packets 1..2 alone. */
+        assert_int_equal(gpu_ids_submit(batch, stream, p.data,
+                                        p.offsets + 1, p.hdrs + 1, 2, v),
+                         GPU_OK);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        assert_int_equal(v[0].sid, 3);
+        assert_int_equal(v[0].n_matches, 1);
+        assert_int_equal(v[1].n_matches, 0);
+
+        gpu_stream_destroy(stream);
+        gpu_ids_batch_destroy(batch);
+        gpu_ids_matcher_destroy(m);
+        pkts_free(&p);
+        gpu_host_free(v);
+    }
+    struct gpu_ids_matcher_config cfg;
+    struct gpu_ids_matcher *m;
+    gpu_ids_matcher_config_init(&cfg);
+    cfg.chunk_bytes = 3;
+    assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_ERR_INVALID);
+    if (!gpu_ids_cuda_available()) {
+        cfg.chunk_bytes = 0;
+        cfg.backend = GPU_IDS_BACKEND_CUDA;
+        assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m),
+                         GPU_ERR_NO_DEVICE);
+    }
+    gpu_ids_ruleset_destroy(rs);
+}
+
+int
+main(void)
+{
+    const char *seed_env = getenv("GPU_TEST_SEED");
+    const char *be_env = getenv("GPU_IDS_BACKEND");
+    bool cuda = gpu_ids_cuda_available();
+
+    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
+                                        : (uint64_t) time(NULL);
+    printf("test-ids: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+
+    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
+        backends[n_backends++] = GPU_IDS_BACKEND_CPU;
+        if (cuda) {
+            backends[n_backends++] = GPU_IDS_BACKEND_CUDA;
+        }
+    } else if (!strcmp(be_env, "cpu")) {
+        backends[n_backends++] = GPU_IDS_BACKEND_CPU;
+    } else if (!strcmp(be_env, "cuda")) {
+        if (!cuda) {
+            fprintf(stderr, "test-ids: GPU_IDS_BACKEND=cuda but no usable "
+                    "CUDA device (or no CUDA build)\n");
+            return 1;
+        }
+        backends[n_backends++] = GPU_IDS_BACKEND_CUDA;
+    } else {
+        fprintf(stderr, "test-ids: GPU_IDS_BACKEND must be cpu, cuda or "
+                "all, not \"%s\"\n", be_env);
+        return 1;
+    }
+    printf("test-ids: backends:");
+    for (int i = 0; i < n_backends; i++) {
+        printf(" %s", gpu_ids_backend_name(backends[i]));
+    }
+    printf("%s\n", cuda ? "" : " (no CUDA device here)");
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_community_counts),
+        cmocka_unit_test(test_community_known_rules),
+        cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_semantics),
+        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_random_small),
+        cmocka_unit_test(test_random_large),
+        cmocka_unit_test(test_community_random),
+        cmocka_unit_test(test_hyperscan_oracle),
+    };
+    const char *filter = getenv("GPU_TEST_FILTER");
+    if (filter && *filter) {
+        cmocka_set_test_filter(filter);
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (rc) {
+        printf("test-ids: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
+               "\n", master_seed);
+    }
+    return rc;
+}
