@@ -77,10 +77,11 @@ for step in $steps; do
         ;;&
     sweep|all)
         log "sweep: classes per group, shared memory, blocks per SM"
-        for cfg in "128 49152 8" "32 49152 8" "128 49152 4" "128 49152 16" \
-                   "128 32768 8" "128 24576 8" "64 24576 16"; do
+        # First run (2026-11-23) swept 32/128 classes, 24/32/48 KB and
+        # 4/8/16 blocks per SM; 128/24 KB/8 won.  Check its neighbours.
+        for cfg in "128 24576 8" "128 16384 8" "128 24576 12" "64 24576 8"; do
             set -- $cfg
-            for set in 131072:512 131072:16 16384:128; do
+            for set in 131072:512 16384:128; do
                 GPU_CLS_CUDA_GROUP=$1 GPU_CLS_CUDA_SHM=$2 \
                 GPU_CLS_CUDA_BLOCKS_PER_SM=$3 timeout 60 \
                     "$B/classifier-bench" --synth $set --max-seconds 0.1 \
