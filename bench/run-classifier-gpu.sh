@@ -33,7 +33,7 @@ build() {
     set -e
     $NVCC -arch=sm_90 -O3 -Xcompiler -fPIC -include "$B/config.h" -I"$B" -I. \
         --resource-usage -c gpu_classifier/classifier-cuda.cu \
-        -o "$B/classifier-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
+        -o "$B/classifier-cuda.o" 2> "$B/nvcc-resource-usage.txt"
     for f in gpu_classifier/classifier.c gpu_classifier/classifier-cpu.c \
              tests/test-classifier.c tests/classifier-classbench.c \
              bench/classifier-runtime-stub.c bench/classifier-bench.c; do
@@ -67,25 +67,35 @@ for step in $steps; do
             > "$OUT/test-cuda.log" 2>&1
         log "test-classifier (cuda) exit $?"
         grep -E "SEED|PASSED|FAILED|ERROR|SKIP" "$OUT/test-cuda.log" | head -20
+        log "tests, CUDA backend, Bloom filters always staged in shared memory"
+        GPU_TEST_QUICK=1 GPU_CLS_CUDA_STAGE=1 GPU_CLS_BACKEND=cuda \
+            timeout 150 "$B/test-classifier" > "$B/test-cuda-stage.log" 2>&1
+        log "test-classifier (cuda, staged filters) exit $?"
+        grep -E "SEED|PASSED|FAILED|ERROR" "$B/test-cuda-stage.log" | head -10 \
+            | tee -a "$OUT/summary.txt"
         log "compute-sanitizer memcheck, a few tests"
         GPU_TEST_QUICK=1 GPU_CLS_BACKEND=cuda \
             GPU_TEST_FILTER='test_b*' timeout 120 \
             "$CUDA/bin/compute-sanitizer" --tool memcheck --error-exitcode 9 \
-            "$B/test-classifier" > "$OUT/memcheck.log" 2>&1
+            "$B/test-classifier" > "$B/memcheck.log" 2>&1
         log "memcheck exit $?"
-        tail -3 "$OUT/memcheck.log"
+        tail -3 "$B/memcheck.log" | tee -a "$OUT/summary.txt"
         ;;&
     sweep|all)
         log "sweep: classes per group, shared memory, blocks per SM"
         # First run (2026-11-23) swept 32/128 classes, 24/32/48 KB and
         # 4/8/16 blocks per SM; 128/24 KB/8 won.  Check its neighbours.
-        for cfg in "128 24576 8" "128 16384 8" "128 24576 12" "64 24576 8"; do
+        # Then filters staged (1), read through L1/L2 (0) or chosen (-).
+        for cfg in "128 24576 8 -" "128 24576 8 1" "128 24576 8 0" \
+                   "128 16384 8 -" "64 24576 8 -"; do
             set -- $cfg
-            for set in 131072:512 16384:128; do
+            stage=$4; [ "$stage" = - ] && stage=
+            for set in 131072:512 131072:16 16384:128 16384:16; do
                 GPU_CLS_CUDA_GROUP=$1 GPU_CLS_CUDA_SHM=$2 \
-                GPU_CLS_CUDA_BLOCKS_PER_SM=$3 timeout 60 \
+                GPU_CLS_CUDA_BLOCKS_PER_SM=$3 GPU_CLS_CUDA_STAGE=$stage \
+                    timeout 60 \
                     "$B/classifier-bench" --synth $set --max-seconds 0.1 \
-                    | awk -v c="group=$1 shm=$2 bps=$3" \
+                    | awk -v c="group=$1 shm=$2 bps=$3 stage=$4" \
                         '/^synth/ && $4 == 65536 && ($5 == "tuple" || $5 == "bloom") {print c, $0}'
             done
         done 2>&1 | tee "$OUT/sweep.txt"

@@ -24,8 +24,9 @@
  * blockIdx.x picks a tile of keys, one thread per key in turn.  Each
  * thread keeps its key in registers (the key width is a template
  * parameter for widths up to 8 words), and for each class of the group
- * masks, hashes, tests the filter in shared memory and probes the cuckoo
- * slots in global memory (L2) only on a filter hit.  With one group the
+ * masks, hashes, tests the filter (in shared memory when the block has
+ * keys enough to pay for staging it, else through L1/L2) and probes the
+ * cuckoo slots in global memory (L2) only on a filter hit.  With one group the
  * kernel writes results directly; with several, first-match results are
  * plain stores (any match will do) and highest-priority ones an atomicMax
  * on a 64-bit rank, converted to handles by a second small kernel.  This
@@ -118,6 +119,8 @@ struct cuda_table {
     uint32_t max_group;         /* Classes per group at most. */
     uint32_t shm_limit;         /* Shared memory a group may fill. */
     uint32_t blocks_per_sm;     /* Blocks to aim for, per SM. */
+    int stage;                  /* Stage filters: 1 always, 0 never,
+                                 * -1 decide per launch. */
     cudaStream_t alloc_stream;
 
     /* Device arrays, 'cap' classes. */
@@ -225,11 +228,15 @@ lookup_kernel(const struct gpu_cls_dclass *__restrict__ classes,
               const struct cuda_group *__restrict__ groups,
               const uint64_t *__restrict__ keys, uint32_t n, uint32_t w_rt,
               uint32_t keys_per_block, uint32_t *results,
-              unsigned long long *best)
+              unsigned long long *best, uint32_t stage_filters)
 {
     extern __shared__ uint64_t smem[];
     const unsigned int W = WT ? WT : w_rt;
     const struct cuda_group g = groups[blockIdx.y];
+    /* Bloom filters in shared memory, or read through L1/L2 (see
+     * launch_lookup()). */
+    const bool shm_filters = ALG == GPU_CLS_ALG_BLOOM && stage_filters
+                             && !g.global_filter;
     struct gpu_cls_dclass *s_meta = (struct gpu_cls_dclass *) smem;
     uint64_t *s_mask = (uint64_t *) (s_meta + g.count);
     uint32_t *s_foff = (uint32_t *) (s_mask + g.count * W);
@@ -242,7 +249,7 @@ lookup_kernel(const struct gpu_cls_dclass *__restrict__ classes,
     for (uint32_t i = threadIdx.x; i < g.count * W; i += blockDim.x) {
         s_mask[i] = s_meta[i / W].mask[i % W];
     }
-    if (ALG == GPU_CLS_ALG_BLOOM && !g.global_filter) {
+    if (shm_filters) {
         if (threadIdx.x == 0) {
             uint32_t off = 0;
 
@@ -300,8 +307,8 @@ lookup_kernel(const struct gpu_cls_dclass *__restrict__ classes,
             if (HP && rank && m->max_priority < (uint32_t) (rank >> 32)) {
                 break;          /* Sorted: nothing later can win. */
             }
-            const uint32_t *filter = g.global_filter ? m->filter
-                                                     : s_filter + s_foff[c];
+            const uint32_t *filter = shm_filters ? s_filter + s_foff[c]
+                                                 : m->filter;
             const uint64_t *slot = gpu_cls_class_search(
                 m, s_mask + c * W, filter, key, W, ALG);
             if (slot) {
@@ -331,7 +338,7 @@ lookup_kernel(const struct gpu_cls_dclass *__restrict__ classes,
 typedef void (*lookup_fn)(const struct gpu_cls_dclass *, const uint32_t *,
                           const struct cuda_group *, const uint64_t *,
                           uint32_t, uint32_t, uint32_t, uint32_t *,
-                          unsigned long long *);
+                          unsigned long long *, uint32_t);
 
 template <int WT>
 static lookup_fn
@@ -427,6 +434,8 @@ cuda_init(struct gpu_cls_table *t)
     e = getenv("GPU_CLS_CUDA_SHM");
     c->shm_limit = (e && atoi(e) >= 4096 && atoi(e) <= SHM_LIMIT
                     ? atoi(e) : SHM_DEFAULT) - 64;
+    e = getenv("GPU_CLS_CUDA_STAGE");
+    c->stage = e && *e ? atoi(e) != 0 : -1;
     e = getenv("GPU_CLS_CUDA_BLOCKS_PER_SM");
     c->blocks_per_sm = e && atoi(e) > 0 ? atoi(e) : 8;
     c->layout_dirty = true;
@@ -1099,17 +1108,39 @@ launch_lookup(struct gpu_cls_table *t, struct cuda_batch *cb,
     struct cuda_table *c = ct(t);
     int alg = gpu_cls_resolve_algorithm(t);
     bool hp = t->cfg.semantics == GPU_CLS_HIGHEST_PRIORITY;
-    bool bloom = alg == GPU_CLS_ALG_BLOOM;
-    uint32_t n_groups = bloom ? c->n_groups_bloom : c->n_groups_plain;
-    uint32_t shm = bloom ? c->shm_bloom : c->shm_plain;
-    const struct cuda_group *groups = bloom ? c->d_groups_bloom
+    uint32_t target = c->n_sms * c->blocks_per_sm;
+    uint32_t max_tiles = (n + THREADS - 1) / THREADS;
+    bool stage = false;
+    int err;
+
+    /* Bloom filters staged in shared memory pay only if each block then
+     * tests them for enough keys: a block copies its whole group's filters
+     * however few keys it has.  Measured on the H100 (CLASSIFIER-NOTES.md):
+     * staging 40 KB for ~250 keys made Bloom slower than tuple search,
+     * while reading 64 KB filters through L1/L2 beat it.  So stage only
+     * when a block has at least as many keys as its group has filter
+     * words; otherwise run the Bloom kernel over the plain groups (no
+     * filter bytes in shared memory, more classes per group). */
+    if (alg == GPU_CLS_ALG_BLOOM && c->n_groups_bloom) {
+        uint32_t tiles = (target + c->n_groups_bloom - 1) / c->n_groups_bloom;
+        tiles = tiles < 1 ? 1 : tiles > max_tiles ? max_tiles : tiles;
+        uint32_t kpb = (n + tiles - 1) / tiles;
+
+        /* shm_bloom / 4 bounds the filter words of the largest group. */
+        stage = c->stage >= 0 ? c->stage : kpb >= (size_t) c->shm_bloom / 4;
+    }
+    uint32_t n_groups = stage ? c->n_groups_bloom : c->n_groups_plain;
+    uint32_t shm = stage ? c->shm_bloom : c->shm_plain;
+    const struct cuda_group *groups = stage ? c->d_groups_bloom
                                             : c->d_groups_plain;
     bool direct = n_groups == 1;
-    int err;
 
     if (!n_groups) {
         return CK(cudaMemsetAsync(d_results, 0xff, n * sizeof *d_results,
                                   s));
+    }
+    if (n_groups > 65535) {
+        return GPU_ERR_INVALID;
     }
     if (!direct) {
         err = hp ? CK(cudaMemsetAsync(cb->d_best, 0, n * sizeof *cb->d_best,
@@ -1123,21 +1154,16 @@ launch_lookup(struct gpu_cls_table *t, struct cuda_batch *cb,
 
     /* Enough blocks to fill the GPU a few times over, split between
      * groups and key tiles. */
-    uint32_t target = c->n_sms * c->blocks_per_sm;
-    uint32_t max_tiles = (n + THREADS - 1) / THREADS;
     uint32_t tiles = (target + n_groups - 1) / n_groups;
     tiles = tiles < 1 ? 1 : tiles > max_tiles ? max_tiles : tiles;
     uint32_t kpb = (n + tiles - 1) / tiles;
     tiles = (n + kpb - 1) / kpb;
-    if (n_groups > 65535) {
-        return GPU_ERR_INVALID;
-    }
 
     lookup_fn fn = pick_kernel(t->cfg.n_words, alg, hp, direct);
     dim3 grid(tiles, n_groups);
     fn<<<grid, THREADS, shm, s>>>(c->d_classes, c->d_order, groups, d_keys,
                                   n, t->cfg.n_words, kpb, d_results,
-                                  cb->d_best);
+                                  cb->d_best, stage);
     err = CK(cudaGetLastError());
     if (!err && hp && !direct) {
         finish_kernel<<<(n + 255) / 256, 256, 0, s>>>(cb->d_best, d_results,
