@@ -569,6 +569,7 @@ main(int argc, char **argv)
         cfg.backend = GPU_IDS_BACKEND_CUDA;
         cfg.remap = remap;
         cfg.chunk_bytes = chunk;
+        cfg.profile = true;
         if (gpu_ids_matcher_create(rs, &cfg, &m)) {
             fprintf(stderr, "ids-bench: cannot create the CUDA matcher\n");
             return 1;
@@ -626,12 +627,22 @@ main(int argc, char **argv)
             && !gpu_ids_wait(all)) {
             gpu_ids_resubmit(all, s[0]);
             gpu_ids_wait(all);
+            struct gpu_ids_matcher_stats before;
+            gpu_ids_matcher_get_stats(m, &before);
             double start = now();
             for (int it = 0; it < iters * 4; it++) {
                 gpu_ids_resubmit(all, s[0]);
                 gpu_ids_wait(all);
             }
             kern_gbps = t.bytes * 8.0 * iters * 4 / (now() - start) / 1e9;
+            gpu_ids_matcher_get_stats(m, &ms);
+            double scan_s = (ms.scan_ns - before.scan_ns) * 1e-9;
+            double check_s = (ms.check_ns - before.check_ns) * 1e-9;
+            printf("remap=%d kernel split: scan %.2f ms (%.1f Gbit/s), "
+                   "check %.2f ms per pass of %.1f MB\n", remap,
+                   scan_s * 1e3 / (iters * 4),
+                   t.bytes * 8.0 * iters * 4 / scan_s / 1e9,
+                   check_s * 1e3 / (iters * 4), t.bytes / 1e6);
             gpu_ids_batch_destroy(all);
         }
         gpu_ids_matcher_get_stats(m, &ms);

@@ -246,6 +246,10 @@ struct gpu_ids_matcher_config {
      * (thread-data remapping), rather than one packet per thread. */
     bool remap;
     uint32_t chunk_bytes;       /* 0: default (256). */
+
+    /* CUDA: time the scan and check kernels of every batch (events on
+     * the stream; see gpu_ids_matcher_stats). */
+    bool profile;
 };
 
 void gpu_ids_matcher_config_init(struct gpu_ids_matcher_config *);
@@ -331,9 +335,13 @@ struct gpu_ids_matcher_stats {
     uint64_t n_packets;             /* Packets matched. */
     uint64_t n_bytes;
     uint64_t n_batches;
-    uint64_t n_matched;             /* Packets with a verdict. */
+    uint64_t n_matched;             /* Packets with a verdict (CUDA:
+                                     * not counted for re-runs, whose
+                                     * verdicts stay on the device). */
     uint64_t n_hits;                /* Automaton hits checked. */
     uint64_t n_fallbacks;           /* Batches redone on the CPU. */
+    uint64_t scan_ns, check_ns;     /* CUDA device time in the scan and
+                                     * check kernels, with 'profile'. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

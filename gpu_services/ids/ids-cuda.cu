@@ -6,8 +6,8 @@
  *   1. copy the packed payloads, offsets and headers in;
  *   2. scan: walk the DFA and append every flagged position (a state that
  *      ends an anchor pattern) to a hit list;
- *   3. check: one thread per hit confirms the anchor pattern, keeps only
- *      its first occurrence in the packet (so a rule is checked once per
+ *   3. check: one thread per hit confirms the anchor pattern, claims
+ *      (packet, pattern) in a hash set (so a rule is checked once per
  *      packet), and runs the full rule check; matches go to per-packet
  *      atomics (lowest sid, count) and per-rule counters;
  *   4. write the verdicts and copy them out.
@@ -86,9 +86,12 @@ struct cuda_batch {
     struct gpu_ids_verdict *d_verdicts;
     struct hit *d_hits;
     uint32_t *d_hit_count;
+    unsigned long long *d_seen;     /* (packet, pattern) set. */
+    uint32_t seen_log2;
     uint32_t *h_hit_count;      /* Pinned. */
     size_t hit_cap;
     cudaEvent_t done;
+    cudaEvent_t prof[3];        /* Before scan, after scan, after check. */
     bool fallback;              /* Match on the CPU at wait time. */
 };
 
@@ -111,6 +114,31 @@ gpu_ids_cuda_probe(void)
 }
 
 /* ---- Kernels. ---- */
+
+/* Claims (packet, pattern) in the open-addressing set 'seen' (zeroed per
+ * batch, at least twice the hit list): true for the first claimant only,
+ * so each pattern checks its rules once per packet.  O(1) per hit,
+ * unlike searching the packet for an earlier occurrence. */
+__device__ __forceinline__ bool
+claim_first(unsigned long long *seen, uint32_t log2, uint32_t packet,
+            uint32_t pid)
+{
+    unsigned long long key = ((unsigned long long) packet << 32 | pid) + 1;
+    uint32_t mask = (1u << log2) - 1;
+    uint32_t h = (uint32_t) ((key * 0x9e3779b97f4a7c15ULL) >> (64 - log2));
+
+    for (;;) {
+        unsigned long long prev = atomicCAS(&seen[h], 0ull, key);
+
+        if (prev == 0) {
+            return true;
+        }
+        if (prev == key) {
+            return false;
+        }
+        h = (h + 1) & mask;
+    }
+}
 
 __device__ __forceinline__ void
 emit_hit(struct hit *hits, uint32_t *hit_count, uint32_t cap,
@@ -221,6 +249,7 @@ check_kernel(struct gpu_ids_tables t, const uint8_t *__restrict__ data,
              const struct gpu_ids_pkt_hdr *__restrict__ hdrs,
              const struct hit *__restrict__ hits,
              const uint32_t *hit_count, uint32_t cap,
+             unsigned long long *seen, uint32_t seen_log2,
              unsigned long long *keys, uint32_t *counts,
              unsigned long long *rule_counts)
 {
@@ -246,8 +275,9 @@ check_kernel(struct gpu_ids_tables t, const uint8_t *__restrict__ data,
             if (!gpu_ids_pattern_at(&t, pt, pkt, len, (uint32_t) s)) {
                 continue;
             }
-            /* Only the pattern's first occurrence checks its rules. */
-            if (gpu_ids_find(&t, pt, pkt, len, 0, s - 1 + pt->len) >= 0) {
+            /* One occurrence per packet checks the pattern's rules (the
+             * check looks at the whole packet, so any one will do). */
+            if (!claim_first(seen, seen_log2, ht.packet, pid)) {
                 continue;
             }
             for (uint32_t r = 0; r < pt->n_rules; r++) {
@@ -394,11 +424,17 @@ batch_free(struct cuda_batch *c)
     cudaFree(c->d_verdicts);
     cudaFree(c->d_hits);
     cudaFree(c->d_hit_count);
+    cudaFree(c->d_seen);
     if (c->h_hit_count) {
         cudaFreeHost(c->h_hit_count);
     }
     if (c->done) {
         cudaEventDestroy(c->done);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (c->prof[i]) {
+            cudaEventDestroy(c->prof[i]);
+        }
     }
     free(c);
 }
@@ -449,6 +485,13 @@ cuda_batch_init(struct gpu_ids_batch *b)
         error = CK(cudaMalloc((void **) &c->d_hit_count,
                               sizeof *c->d_hit_count));
     }
+    for (c->seen_log2 = 10; (1ull << c->seen_log2) < 2 * c->hit_cap;) {
+        c->seen_log2++;
+    }
+    if (!error) {
+        error = CK(cudaMalloc((void **) &c->d_seen,
+                              sizeof *c->d_seen << c->seen_log2));
+    }
     if (!error) {
         error = CK(cudaMallocHost((void **) &c->h_hit_count,
                                   sizeof *c->h_hit_count));
@@ -456,6 +499,9 @@ cuda_batch_init(struct gpu_ids_batch *b)
     if (!error) {
         error = CK(cudaEventCreateWithFlags(&c->done,
                                             cudaEventDisableTiming));
+    }
+    for (int i = 0; !error && b->m->cfg.profile && i < 3; i++) {
+        error = CK(cudaEventCreate(&c->prof[i]));
     }
     if (error) {
         batch_free(c);
@@ -503,6 +549,10 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
                                    s));
     }
     if (!error) {
+        error = CK(cudaMemsetAsync(c->d_seen, 0,
+                                   sizeof *c->d_seen << c->seen_log2, s));
+    }
+    if (!error) {
         error = CK(cudaMemsetAsync(c->d_counts, 0, n * sizeof *c->d_counts,
                                    s));
     }
@@ -521,7 +571,10 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     a.hits = c->d_hits;
     a.hit_count = c->d_hit_count;
     a.hit_cap = c->hit_cap;
-    if (b->n_bytes) {
+    if (!error && c->prof[0]) {
+        error = CK(cudaEventRecord(c->prof[0], s));
+    }
+    if (!error && b->n_bytes) {
         if (b->m->cfg.remap) {
             uint32_t items = (b->n_bytes + a.chunk - 1) / a.chunk;
 
@@ -533,6 +586,9 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
                                       a);
         }
         error = CK(cudaGetLastError());
+        if (!error && c->prof[1]) {
+            error = CK(cudaEventRecord(c->prof[1], s));
+        }
         if (!error) {
             /* The hit count is only known on the device: a fixed grid
              * strides over it. */
@@ -540,10 +596,17 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
 
             check_kernel<<<blocks < 1024 ? blocks : 1024, THREADS, 0, s>>>(
                 m->dview, c->d_data, c->d_offsets, a.base, c->d_hdrs,
-                c->d_hits, c->d_hit_count, c->hit_cap, c->d_keys,
+                c->d_hits, c->d_hit_count, c->hit_cap, c->d_seen,
+                c->seen_log2, c->d_keys,
                 c->d_counts, m->d_rule_counts);
             error = CK(cudaGetLastError());
         }
+    }
+    if (!error && c->prof[2]) {
+        if (!b->n_bytes) {
+            cudaEventRecord(c->prof[1], s);
+        }
+        error = CK(cudaEventRecord(c->prof[2], s));
     }
     if (!error) {
         verdict_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
@@ -595,6 +658,19 @@ finish(struct gpu_ids_batch *b, int error)
 {
     struct cuda_batch *c = cb(b);
     uint64_t n_matched = 0;
+    float scan_ms, check_ms;
+
+    if (!error && !c->fallback && c->prof[0]
+        && cudaEventElapsedTime(&scan_ms, c->prof[0], c->prof[1])
+           == cudaSuccess
+        && cudaEventElapsedTime(&check_ms, c->prof[1], c->prof[2])
+           == cudaSuccess) {
+        __atomic_fetch_add(&b->m->scan_ns, (uint64_t) (scan_ms * 1e6),
+                           __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->m->check_ns, (uint64_t) (check_ms * 1e6),
+                           __ATOMIC_RELAXED);
+    }
+    cudaGetLastError();
 
     if (b->again) {
         if (!error) {

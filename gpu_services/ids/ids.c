@@ -621,6 +621,8 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
     s->n_matched = __atomic_load_n(&m->n_matched, __ATOMIC_RELAXED);
     s->n_hits = __atomic_load_n(&m->n_hits, __ATOMIC_RELAXED);
     s->n_fallbacks = __atomic_load_n(&m->n_fallbacks, __ATOMIC_RELAXED);
+    s->scan_ns = __atomic_load_n(&m->scan_ns, __ATOMIC_RELAXED);
+    s->check_ns = __atomic_load_n(&m->check_ns, __ATOMIC_RELAXED);
 }
 
 int
