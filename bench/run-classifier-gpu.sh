@@ -85,11 +85,12 @@ for step in $steps; do
         log "sweep: classes per group, shared memory, blocks per SM"
         # First run (2026-11-23) swept 32/128 classes, 24/32/48 KB and
         # 4/8/16 blocks per SM; 128/24 KB/8 won.  Check its neighbours.
-        # Then filters staged (1), read through L1/L2 (0) or chosen (-).
-        for cfg in "128 24576 8 -" "128 24576 8 1" "128 24576 8 0" \
-                   "128 16384 8 -" "64 24576 8 -"; do
+        # The second (2026-11-23) compared filters staged in shared memory
+        # (1), read through L1/L2 (0) and chosen per launch (auto); 0 won.
+        for cfg in "128 24576 8 0" "128 24576 8 1" "128 24576 8 auto" \
+                   "64 24576 8 0"; do
             set -- $cfg
-            stage=$4; [ "$stage" = - ] && stage=
+            stage=$4
             for set in 131072:512 131072:16 16384:128 16384:16; do
                 GPU_CLS_CUDA_GROUP=$1 GPU_CLS_CUDA_SHM=$2 \
                 GPU_CLS_CUDA_BLOCKS_PER_SM=$3 GPU_CLS_CUDA_STAGE=$stage \

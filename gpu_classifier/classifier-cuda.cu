@@ -24,9 +24,9 @@
  * blockIdx.x picks a tile of keys, one thread per key in turn.  Each
  * thread keeps its key in registers (the key width is a template
  * parameter for widths up to 8 words), and for each class of the group
- * masks, hashes, tests the filter (in shared memory when the block has
- * keys enough to pay for staging it, else through L1/L2) and probes the
- * cuckoo slots in global memory (L2) only on a filter hit.  With one group the
+ * masks, hashes, tests the filter (through L1/L2; staging it in shared
+ * memory, as GSwitch did, is an option that did not pay on the H100) and
+ * probes the cuckoo slots in global memory (L2) only on a filter hit.  With one group the
  * kernel writes results directly; with several, first-match results are
  * plain stores (any match will do) and highest-priority ones an atomicMax
  * on a 64-bit rank, converted to handles by a second small kernel.  This
@@ -119,8 +119,8 @@ struct cuda_table {
     uint32_t max_group;         /* Classes per group at most. */
     uint32_t shm_limit;         /* Shared memory a group may fill. */
     uint32_t blocks_per_sm;     /* Blocks to aim for, per SM. */
-    int stage;                  /* Stage filters: 1 always, 0 never,
-                                 * -1 decide per launch. */
+    int stage;                  /* Stage filters: 1 always, 0 never
+                                 * (default), -1 decide per launch. */
     cudaStream_t alloc_stream;
 
     /* Device arrays, 'cap' classes. */
@@ -434,8 +434,11 @@ cuda_init(struct gpu_cls_table *t)
     e = getenv("GPU_CLS_CUDA_SHM");
     c->shm_limit = (e && atoi(e) >= 4096 && atoi(e) <= SHM_LIMIT
                     ? atoi(e) : SHM_DEFAULT) - 64;
+    /* Filters through L1/L2 by default: on the H100 staging them in
+     * shared memory never paid (CLASSIFIER-NOTES.md); "auto" lets each
+     * launch decide, "1" forces staging (GSwitch's design). */
     e = getenv("GPU_CLS_CUDA_STAGE");
-    c->stage = e && *e ? atoi(e) != 0 : -1;
+    c->stage = !e || !*e ? 0 : !strcmp(e, "auto") ? -1 : atoi(e) != 0;
     e = getenv("GPU_CLS_CUDA_BLOCKS_PER_SM");
     c->blocks_per_sm = e && atoi(e) > 0 ? atoi(e) : 8;
     c->layout_dirty = true;
@@ -1117,10 +1120,11 @@ launch_lookup(struct gpu_cls_table *t, struct cuda_batch *cb,
      * tests them for enough keys: a block copies its whole group's filters
      * however few keys it has.  Measured on the H100 (CLASSIFIER-NOTES.md):
      * staging 40 KB for ~250 keys made Bloom slower than tuple search,
-     * while reading 64 KB filters through L1/L2 beat it.  So stage only
-     * when a block has at least as many keys as its group has filter
-     * words; otherwise run the Bloom kernel over the plain groups (no
-     * filter bytes in shared memory, more classes per group). */
+     * while reading the filters through L1/L2 beat it everywhere we
+     * measured, so that is the default (stage == 0): the Bloom kernel runs
+     * over the plain groups (no filter bytes in shared memory, more
+     * classes per group).  In "auto" a launch stages only when a block
+     * has at least as many keys as its group has filter words. */
     if (alg == GPU_CLS_ALG_BLOOM && c->n_groups_bloom) {
         uint32_t tiles = (target + c->n_groups_bloom - 1) / c->n_groups_bloom;
         tiles = tiles < 1 ? 1 : tiles > max_tiles ? max_tiles : tiles;
