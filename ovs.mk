@@ -56,7 +56,8 @@ $(OVS_STAMP_LIBS): $(OVS_STAMP_CONFIGURED)
 # uses, whole: the plugin registers itself from a constructor, which a
 # plain archive link would drop because nothing in OVS refers to it.
 OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
-OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a gpu_runtime/libgpuruntime.a
+OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
+	gpu_classifier/libgpuclassifier.a gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
@@ -98,10 +99,33 @@ check-ovs: ovs-build
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"
 
+# OVS's own datapath tests again, with the megaflow offload forced on for
+# every dpcls (no subtable threshold) and every answer validated against
+# OVS's own lookup: a difference logs a warning, which fails the test.
+OVS_OFFLOAD_TESTS ?= dpif-netdev.at pmd.at
+OVS_GPU_FORCED_CONFIG = gpu-offload=true,gpu-dpcls-min-subtables=0,gpu-validate=true
+check-ovs-offload: ovs-build
+	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
+		| $(srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
+	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
+	rm -f offload-stats.txt; \
+	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \
+	OVS_GPU_TEST_STATS=$(abs_builddir)/offload-stats.txt \
+	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
+		$(TESTSUITEFLAGS)"; \
+	status=$$?; \
+	cp $(OVS_BUILDDIR)/tests/testsuite.log testsuite-offload.log; \
+	awk '{ n++; if ($$2 > 0) used++; lookups += $$2; mism += $$4 } \
+	     END { printf "offload: %d of %d ovs-vswitchd runs used it, " \
+	           "%d lookups offloaded, %d validation mismatches\n", \
+	           used, n, lookups, mism; exit mism > 0 }' \
+		offload-stats.txt | tee -a testsuite-offload.log || status=1; \
+	exit $$status
+
 clean-local:
 	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp
 
-.PHONY: ovs-build ovs-tests-sync check-ovs
+.PHONY: ovs-build ovs-tests-sync check-ovs check-ovs-offload
 
 # The DPDK smoke test: the demo's setup (ovs-vswitchd with DPDK pcap ports,
 # no hugepages) on a small pcap, checking what came out.
@@ -119,6 +143,7 @@ endif
 check-local:
 	$(AM_V_at)status=0; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
 	exit $$status
 .PHONY: check-dpdk-smoke

@@ -200,6 +200,27 @@ gpu_bool_parse(const char *value, bool dflt, bool *out,
     return GPU_OK;
 }
 
+int
+gpu_uint_parse(const char *value, unsigned int dflt, unsigned int max,
+               unsigned int *out, char *err, size_t err_size)
+{
+    if (!value || !value[0]) {
+        *out = dflt;
+        return GPU_OK;
+    }
+
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end || errno || n > max) {
+        snprintf(err, err_size, "\"%s\" is not a number from 0 to %u",
+                 value, max);
+        return GPU_ERR_INVALID;
+    }
+    *out = n;
+    return GPU_OK;
+}
+
 /* Pinned host memory.  cudaHostAlloc'd and malloc'd blocks must be freed
  * by their own allocator, so a small header in front of each block records
  * which one it came from.  The header is 64 bytes to keep the user's block

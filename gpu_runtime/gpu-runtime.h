@@ -82,6 +82,11 @@ int gpu_device_check(const struct gpu_device_choice *choice,
 int gpu_bool_parse(const char *value, bool dflt, bool *out,
                    char *err, size_t err_size);
 
+/* Parses an unsigned decimal setting between 0 and 'max'.  NULL or ""
+ * give 'dflt'. */
+int gpu_uint_parse(const char *value, unsigned int dflt, unsigned int max,
+                   unsigned int *out, char *err, size_t err_size);
+
 /* Pinned (page-locked) host memory when a device exists, so that copies
  * are asynchronous and run at full PCIe rate; aligned heap memory
  * otherwise.  Returns NULL on failure. */

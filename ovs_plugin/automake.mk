@@ -3,6 +3,8 @@
 # headers exist (see ovs.mk), with OVS's own config.h.
 noinst_LIBRARIES += ovs_plugin/libovsgpuplugin.a
 ovs_plugin_libovsgpuplugin_a_SOURCES = \
+	ovs_plugin/gpu-dpcls.c \
+	ovs_plugin/gpu-dpcls.h \
 	ovs_plugin/gpu-plugin.c \
 	ovs_plugin/gpu-plugin.h
 ovs_plugin_libovsgpuplugin_a_CPPFLAGS = \
@@ -12,6 +14,8 @@ ovs_plugin_libovsgpuplugin_a_CPPFLAGS = \
 if HAVE_DPDK
 ovs_plugin_libovsgpuplugin_a_CPPFLAGS += $(DPDK_CFLAGS)
 endif
-# OVS's headers are not written for -Wextra.
-ovs_plugin_libovsgpuplugin_a_CFLAGS = -Wall -std=gnu11 -g -O2
+# OVS's headers are not written for -Wextra; the classifier's shared
+# per-element header carries nvcc's "#pragma unroll".
+ovs_plugin_libovsgpuplugin_a_CFLAGS = -Wall -std=gnu11 -g -O2 \
+	-Wno-unknown-pragmas
 $(ovs_plugin_libovsgpuplugin_a_OBJECTS): $(OVS_STAMP_LIBS)

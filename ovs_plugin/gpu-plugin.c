@@ -12,11 +12,15 @@
 
 #include "ovs_plugin/gpu-plugin.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <inttypes.h>
 #include <string.h>
 
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
+#include "ovs_plugin/gpu-dpcls.h"
 #include "ovs-plugin.h"
 #include "smap.h"
 #include "unixctl.h"
@@ -31,13 +35,14 @@ VLOG_DEFINE_THIS_MODULE(gpu_plugin);
 static struct gpu_plugin_config config = {
     .offload = false,
     .device = { .use_cpu = false, .index = 0 },
+    .dpcls_min_subtables = GPU_DPCLS_MIN_SUBTABLES_DEFAULT,
+    .classifier = GPU_CLS_AUTO,
+    .validate = false,
 };
 static struct gpu_plugin_backend backend;
 
-/* The raw values last seen, so that a bad value is reported once, when it
- * appears, and not on every reconfiguration while it stays. */
-static char *seen_offload;
-static char *seen_device;
+/* Defaults forced by GPU_PLUGIN_TEST_ENV, for OVS's testsuite. */
+static struct smap forced = SMAP_INITIALIZER(&forced);
 
 const struct gpu_plugin_config *
 gpu_plugin_get_config(void)
@@ -90,62 +95,177 @@ gpu_plugin_choose_backend(bool quiet)
     backend = new;
 }
 
-/* Returns true if 'value' differs from '*seenp', and remembers it. */
+/* One other_config key.  'parse' checks a value (NULL: the key is unset)
+ * and, if it is good, stores it in 'config'; it returns false and writes
+ * the reason in 'err' if not.  'format' writes the value in effect. */
+struct gpu_plugin_key {
+    const char *name;
+    bool (*parse)(const char *value, char *err, size_t err_size);
+    void (*format)(struct ds *);
+    char *seen;                 /* The raw value last seen. */
+};
+
 static bool
-gpu_plugin_value_changed(char **seenp, const char *value)
+parse_offload(const char *value, char *err, size_t err_size)
 {
-    if (nullable_string_is_equal(*seenp, value)) {
+    return !gpu_bool_parse(value, false, &config.offload, err, err_size);
+}
+
+static void
+format_offload(struct ds *s)
+{
+    ds_put_cstr(s, config.offload ? "true" : "false");
+}
+
+static bool
+parse_device(const char *value, char *err, size_t err_size)
+{
+    struct gpu_device_choice choice;
+
+    /* An unset key means device 0; if the machine has none, the backend
+     * chooser says why the CPU is used.  A value the user typed must name
+     * something that exists. */
+    if (gpu_device_parse(value, &choice, err, err_size)
+        || (value && gpu_device_check(&choice, err, err_size))) {
         return false;
     }
-    free(*seenp);
-    *seenp = nullable_xstrdup(value);
+    config.device = choice;
     return true;
+}
+
+static void
+format_device(struct ds *s)
+{
+    if (config.device.use_cpu) {
+        ds_put_cstr(s, "cpu");
+    } else {
+        ds_put_format(s, "%d", config.device.index);
+    }
+}
+
+static bool
+parse_min_subtables(const char *value, char *err, size_t err_size)
+{
+    return !gpu_uint_parse(value, GPU_DPCLS_MIN_SUBTABLES_DEFAULT, 1000000,
+                           &config.dpcls_min_subtables, err, err_size);
+}
+
+static void
+format_min_subtables(struct ds *s)
+{
+    ds_put_format(s, "%u", config.dpcls_min_subtables);
+}
+
+static bool
+parse_classifier(const char *value, char *err, size_t err_size)
+{
+    enum gpu_cls_algorithm algorithm = GPU_CLS_AUTO;
+
+    if (value && value[0] && gpu_cls_algorithm_parse(value, &algorithm)) {
+        snprintf(err, err_size, "\"%s\" is not one of auto, linear, tuple "
+                 "or bloom", value);
+        return false;
+    }
+    config.classifier = algorithm;
+    return true;
+}
+
+static void
+format_classifier(struct ds *s)
+{
+    ds_put_cstr(s, gpu_cls_algorithm_name(config.classifier));
+}
+
+static bool
+parse_validate(const char *value, char *err, size_t err_size)
+{
+    return !gpu_bool_parse(value, false, &config.validate, err, err_size);
+}
+
+static void
+format_validate(struct ds *s)
+{
+    ds_put_cstr(s, config.validate ? "true" : "false");
+}
+
+static struct gpu_plugin_key keys[] = {
+    { "gpu-offload", parse_offload, format_offload, NULL },
+    { "gpu-device", parse_device, format_device, NULL },
+    { "gpu-dpcls-min-subtables", parse_min_subtables, format_min_subtables,
+      NULL },
+    { "gpu-classifier", parse_classifier, format_classifier, NULL },
+    { "gpu-validate", parse_validate, format_validate, NULL },
+};
+
+/* Hands the settings in effect to the parts of the plugin that use them. */
+static void
+gpu_plugin_publish(void)
+{
+    struct gpu_dpcls_policy policy = {
+        .offload = config.offload,
+        .min_subtables = config.dpcls_min_subtables,
+        .algorithm = config.classifier,
+        .validate = config.validate,
+        .cuda = backend.cuda,
+        .device = backend.cuda ? backend.info.index : -1,
+    };
+    gpu_dpcls_set_policy(&policy);
+}
+
+/* Applies 'other_config' (NULL at start-up, when only the forced defaults
+ * apply).  For each key whose raw value changed: a good value takes
+ * effect, a bad one is refused with one warning and the previous setting
+ * stays.  Nothing is logged when 'quiet'. */
+static void
+gpu_plugin_apply(const struct smap *other_config, bool quiet)
+{
+    bool changed = false;
+    size_t i;
+
+    for (i = 0; i < ARRAY_SIZE(keys); i++) {
+        struct gpu_plugin_key *key = &keys[i];
+        const char *value = other_config ? smap_get(other_config, key->name)
+                                         : NULL;
+        if (!value) {
+            value = smap_get(&forced, key->name);
+        }
+        if (nullable_string_is_equal(key->seen, value)) {
+            continue;
+        }
+        free(key->seen);
+        key->seen = nullable_xstrdup(value);
+
+        struct ds old = DS_EMPTY_INITIALIZER;
+        char err[256];
+        key->format(&old);
+        if (!key->parse(value, err, sizeof err)) {
+            VLOG_WARN("other_config:%s: %s; keeping %s", key->name, err,
+                      ds_cstr(&old));
+        } else {
+            struct ds new = DS_EMPTY_INITIALIZER;
+            key->format(&new);
+            if (strcmp(ds_cstr(&old), ds_cstr(&new))) {
+                changed = true;
+                if (!quiet) {
+                    VLOG_INFO("other_config:%s changed from %s to %s",
+                              key->name, ds_cstr(&old), ds_cstr(&new));
+                }
+            }
+            ds_destroy(&new);
+        }
+        ds_destroy(&old);
+    }
+
+    if (changed || quiet) {
+        gpu_plugin_choose_backend(quiet);
+        gpu_plugin_publish();
+    }
 }
 
 static void
 gpu_plugin_set_config(const struct smap *other_config)
 {
-    const char *offload = smap_get(other_config, "gpu-offload");
-    const char *device = smap_get(other_config, "gpu-device");
-    char err[256];
-    bool changed = false;
-
-    if (gpu_plugin_value_changed(&seen_offload, offload)) {
-        bool value;
-        if (gpu_bool_parse(offload, false, &value, err, sizeof err)) {
-            VLOG_WARN("other_config:gpu-offload: %s; keeping %s", err,
-                      config.offload ? "true" : "false");
-        } else if (value != config.offload) {
-            config.offload = value;
-            VLOG_INFO("GPU offload %s", value ? "enabled" : "disabled");
-            changed = true;
-        }
-    }
-
-    if (gpu_plugin_value_changed(&seen_device, device)) {
-        struct gpu_device_choice choice;
-
-        /* An unset key means device 0; if the machine has no device, the
-         * backend chooser then says why the CPU is used.  A value the user
-         * typed must name something that exists. */
-        if (gpu_device_parse(device, &choice, err, sizeof err)
-            || (device && gpu_device_check(&choice, err, sizeof err))) {
-            char old[32];
-            if (config.device.use_cpu) {
-                snprintf(old, sizeof old, "cpu");
-            } else {
-                snprintf(old, sizeof old, "%d", config.device.index);
-            }
-            VLOG_WARN("other_config:gpu-device: %s; keeping %s", err, old);
-        } else {
-            config.device = choice;
-            changed = true;
-        }
-    }
-
-    if (changed) {
-        gpu_plugin_choose_backend(false);
-    }
+    gpu_plugin_apply(other_config, false);
 }
 
 static void
@@ -181,30 +301,69 @@ gpu_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     ds_put_format(&s, "  CUDA devices: %d\n", n_devices);
     gpu_plugin_format_backend(&s);
     ds_put_cstr(&s, "config:\n");
-    ds_put_format(&s, "  gpu-offload=%s\n",
-                  config.offload ? "true" : "false");
-    if (config.device.use_cpu) {
-        ds_put_cstr(&s, "  gpu-device=cpu\n");
-    } else {
-        ds_put_format(&s, "  gpu-device=%d\n", config.device.index);
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        ds_put_format(&s, "  %s=", keys[i].name);
+        keys[i].format(&s);
+        ds_put_char(&s, '\n');
+    }
+    if (!smap_is_empty(&forced)) {
+        ds_put_format(&s, "  (defaults forced by %s)\n",
+                      GPU_PLUGIN_TEST_ENV);
     }
     unixctl_command_reply(conn, ds_cstr(&s));
     ds_destroy(&s);
+}
+
+/* Reads GPU_PLUGIN_TEST_ENV ("key=value,key=value") into 'forced'. */
+static void
+gpu_plugin_read_forced(void)
+{
+    const char *env = getenv(GPU_PLUGIN_TEST_ENV);
+    char *copy, *save_ptr = NULL, *item;
+
+    if (!env || !env[0]) {
+        return;
+    }
+    copy = xstrdup(env);
+    for (item = strtok_r(copy, ", ", &save_ptr); item;
+         item = strtok_r(NULL, ", ", &save_ptr)) {
+        char *eq = strchr(item, '=');
+        if (eq) {
+            *eq = '\0';
+            smap_replace(&forced, item, eq + 1);
+        }
+    }
+    free(copy);
 }
 
 static void
 gpu_plugin_init(void)
 {
     unixctl_command_register("gpu/show", "", 0, 0, gpu_show_cmd, NULL);
-    gpu_plugin_choose_backend(true);
+    gpu_dpcls_init();
+    gpu_plugin_read_forced();
+    gpu_plugin_apply(NULL, true);
 }
 
 static void
 gpu_plugin_exit(void)
 {
-    free(seen_offload);
-    free(seen_device);
-    seen_offload = seen_device = NULL;
+    const char *stats_file = getenv(GPU_PLUGIN_STATS_ENV);
+    if (stats_file && stats_file[0]) {
+        FILE *stream = fopen(stats_file, "a");
+        if (stream) {
+            uint64_t lookups, mismatches;
+            gpu_dpcls_totals(&lookups, &mismatches);
+            fprintf(stream, "offloaded %"PRIu64" mismatches %"PRIu64"\n",
+                    lookups, mismatches);
+            fclose(stream);
+        }
+    }
+
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        free(keys[i].seen);
+        keys[i].seen = NULL;
+    }
 }
 
 static const struct ovs_plugin_class gpu_plugin_class = {

@@ -8,13 +8,28 @@
 
 #include <stdbool.h>
 
+#include "gpu_classifier/gpu-classifier.h"
 #include "gpu_runtime/gpu-runtime.h"
 
 /* The settings in effect, from the Open_vSwitch table's other_config. */
 struct gpu_plugin_config {
-    bool offload;                       /* other_config:gpu-offload. */
-    struct gpu_device_choice device;    /* other_config:gpu-device. */
+    bool offload;                       /* gpu-offload. */
+    struct gpu_device_choice device;    /* gpu-device. */
+    unsigned int dpcls_min_subtables;   /* gpu-dpcls-min-subtables. */
+    enum gpu_cls_algorithm classifier;  /* gpu-classifier. */
+    bool validate;                      /* gpu-validate. */
 };
+
+/* The environment variable that makes OVS's testsuite run with settings
+ * forced on, e.g. "gpu-offload=true,gpu-dpcls-min-subtables=0".  Its
+ * values act as the defaults of the keys it names. */
+#define GPU_PLUGIN_TEST_ENV "OVS_GPU_TEST_CONFIG"
+
+/* If set, the file to which ovs-vswitchd appends, when it exits, how many
+ * lookups the offload answered and how many validation mismatches it saw:
+ * evidence that a test run with the offload forced on used it (autotest
+ * deletes the logs of tests that pass). */
+#define GPU_PLUGIN_STATS_ENV "OVS_GPU_TEST_STATS"
 
 /* The backend chosen from the settings and what the machine has. */
 struct gpu_plugin_backend {

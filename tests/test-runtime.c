@@ -138,6 +138,34 @@ test_bool_parse(void **state)
 }
 
 static void
+test_uint_parse(void **state)
+{
+    unsigned int n = 7;
+    char err[128];
+
+    assert_int_equal(gpu_uint_parse("0", 5, 100, &n, err, sizeof err), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(gpu_uint_parse("100", 5, 100, &n, err, sizeof err), 0);
+    assert_int_equal(n, 100);
+    assert_int_equal(gpu_uint_parse(NULL, 5, 100, &n, err, sizeof err), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(gpu_uint_parse("", 6, 100, &n, err, sizeof err), 0);
+    assert_int_equal(n, 6);
+
+    static const char *bad[] = {
+        "101", "-3", "+3", " 3", "3 ", "3x", "banana", "1e3",
+        "99999999999999999999999",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = 42;
+        assert_int_equal(gpu_uint_parse(bad[i], 5, 100, &n, err,
+                                        sizeof err), GPU_ERR_INVALID);
+        assert_int_equal(n, 42);
+        assert_non_null(strstr(err, bad[i]));
+    }
+}
+
+static void
 test_host_alloc(void **state)
 {
     /* Sizes around the header, odd sizes and a large buffer. */
@@ -194,6 +222,7 @@ main(void)
         cmocka_unit_test(test_device_parse_bad),
         cmocka_unit_test(test_device_check),
         cmocka_unit_test(test_bool_parse),
+        cmocka_unit_test(test_uint_parse),
         cmocka_unit_test(test_host_alloc),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_status_strings),

@@ -1,0 +1,807 @@
+/*
+ * ovs-gpu's dpcls provider: dpif-netdev's megaflow lookups answered by the
+ * ovs-gpu classifier, on the GPU or on its CPU backend.
+ *
+ * One struct gpu_dpcls mirrors each dpcls (one per PMD thread and input
+ * port).  It keeps the dpcls's rules and masks, and builds on demand a
+ * "view": a gpu_cls table over the dense key made of the miniflow words
+ * that any of the masks uses (the union of the masks), with first-match
+ * semantics, since megaflows never overlap.
+ *
+ * Threads:
+ *
+ *   - Inserts and removals come from handler and revalidator threads under
+ *     the PMD's flow_mutex; they take gpu_dpcls's own 'mutex' too, which
+ *     the lookup path takes only to build a view.
+ *
+ *   - Lookups come from the owning PMD thread, and one key at a time from
+ *     other threads (flow_put).  A view's pinned buffers serve one lookup
+ *     at a time: a lookup that finds them busy (a rare non-PMD caller)
+ *     declines and OVS's own lookup answers.  No lock is shared between
+ *     PMD threads, and each submits on its own stream.
+ *
+ *   - The classifier returns rule handles, never pointers.  A handle maps
+ *     to its rule through an RCU-safe cmap; a handle is never reused, and
+ *     a removed rule's entry is freed after a grace period, when no lookup
+ *     that may have returned it is still running.  Every answer is then
+ *     confirmed with one masked compare (dpcls_rule_matches_key()) before
+ *     it is used; one that fails falls back to OVS's lookup for that key.
+ */
+#include <config.h>
+
+#include "ovs_plugin/gpu-dpcls.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "cmap.h"
+#include "dpcls-provider.h"
+#include "dpif-netdev-private-dpcls.h"
+#include "dp-packet.h"
+#include "flow.h"
+#include "hash.h"
+#include "openvswitch/dynamic-string.h"
+#include "openvswitch/hmap.h"
+#include "openvswitch/list.h"
+#include "openvswitch/vlog.h"
+#include "ovs-atomic.h"
+#include "ovs-rcu.h"
+#include "ovs-thread.h"
+#include "unixctl.h"
+#include "util.h"
+
+VLOG_DEFINE_THIS_MODULE(gpu_dpcls);
+
+/* Guards the list of all gpu_dpcls and the main thread's policy.  Taken
+ * before a gpu_dpcls's own mutex, never after. */
+static struct ovs_mutex all_dpcls_mutex = OVS_MUTEX_INITIALIZER;
+
+/* The policy, published for the PMD threads. */
+static atomic_bool policy_offload = false;
+static atomic_uint policy_min_subtables = GPU_DPCLS_MIN_SUBTABLES_DEFAULT;
+static atomic_bool policy_validate = false;
+static atomic_uint policy_algorithm = GPU_CLS_AUTO;
+static atomic_bool policy_cuda = false;
+static atomic_int policy_device = 0;
+
+/* The main thread's copy, for gpu/dpcls-show. */
+static struct gpu_dpcls_policy policy OVS_GUARDED_BY(all_dpcls_mutex);
+
+/* Bumped when the backend or device changes, so that views built for the
+ * old one are rebuilt. */
+static atomic_uint64_t backend_seq = 1;
+
+/* A rule mirrored from a dpcls. */
+struct gpu_dpcls_rule {
+    struct hmap_node rule_node;     /* In gpu_dpcls 'rules', by 'rule'. */
+    struct cmap_node handle_node;   /* In gpu_dpcls 'handles', by handle. */
+    const struct dpcls_rule *rule;
+    uint32_t handle;
+};
+
+/* A mask in use, with the number of rules that use it.  dpif-netdev keeps
+ * one mask per subtable, so the pointer identifies the subtable. */
+struct gpu_dpcls_mask {
+    struct hmap_node node;          /* In gpu_dpcls 'masks'. */
+    const struct netdev_flow_key *mask;
+    size_t n_rules;
+};
+
+/* A classifier table over a fixed dense key layout, and the buffers one
+ * lookup at a time uses. */
+struct gpu_dpcls_view {
+    struct flowmap map;             /* Miniflow words in the dense key. */
+    unsigned int n_words;           /* flowmap_n_1bits(map). */
+    uint64_t backend_seq;           /* 'backend_seq' when built. */
+    bool cuda;
+    struct gpu_cls_table *table;
+    struct gpu_cls_batch *batch;
+    struct ovs_mutex buffers_mutex; /* Guards the three below. */
+    uint64_t *keys;                 /* Pinned: NETDEV_MAX_BURST keys. */
+    uint32_t *results;              /* Pinned: NETDEV_MAX_BURST results. */
+};
+
+struct gpu_dpcls_stats {
+    atomic_uint64_t gpu_lookups;    /* Keys answered through a view. */
+    atomic_uint64_t cpu_lookups;    /* Keys left to OVS by the policy. */
+    atomic_uint64_t batches;        /* Batches answered through a view. */
+    atomic_uint64_t fallbacks;      /* Keys answered by OVS after a device
+                                     * error, a busy view or a failed
+                                     * confirmation. */
+    atomic_uint64_t device_errors;  /* Batches the classifier failed. */
+    atomic_uint64_t confirm_fails;  /* Answers that did not match. */
+    atomic_uint64_t mismatches;     /* Validation differences. */
+    atomic_uint64_t rebuilds;       /* Views built. */
+    atomic_uint64_t busy_ns;        /* Time in submit and wait. */
+};
+
+struct gpu_dpcls {
+    struct ovs_list list_node;      /* In 'all_dpcls'. */
+    odp_port_t in_port;
+    unsigned int core_id;
+
+    struct ovs_mutex mutex;
+    struct hmap rules OVS_GUARDED;  /* Of gpu_dpcls_rule, by rule. */
+    struct hmap masks OVS_GUARDED;  /* Of gpu_dpcls_mask, by mask. */
+    struct flowmap union_map OVS_GUARDED;   /* Words of all masks. */
+    uint32_t next_handle OVS_GUARDED;
+    char last_error[128] OVS_GUARDED;
+
+    atomic_count n_rules;
+    atomic_count n_masks;
+    struct cmap handles;            /* Of gpu_dpcls_rule, by handle. */
+    OVSRCU_TYPE(struct gpu_dpcls_view *) view;
+
+    struct gpu_dpcls_stats stats;
+};
+
+static struct ovs_list all_dpcls OVS_GUARDED_BY(all_dpcls_mutex)
+    = OVS_LIST_INITIALIZER(&all_dpcls);
+
+/* Counters of destroyed gpu_dpcls, for gpu_dpcls_totals(). */
+static uint64_t retired_gpu_lookups OVS_GUARDED_BY(all_dpcls_mutex);
+static uint64_t retired_mismatches OVS_GUARDED_BY(all_dpcls_mutex);
+
+static long long int
+monotonic_nsec(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void
+stat_add(atomic_uint64_t *counter, uint64_t n)
+{
+    uint64_t orig;
+    atomic_add_relaxed(counter, n, &orig);
+}
+
+static uint64_t
+stat_get(atomic_uint64_t *counter)
+{
+    uint64_t value;
+    atomic_read_relaxed(counter, &value);
+    return value;
+}
+
+/* Writes the words of miniflow 'mf' selected by 'map' into 'dense', in
+ * order, with zero for words that 'mf' does not have. */
+static void
+gpu_dpcls_flatten(const struct miniflow *mf, const struct flowmap *map,
+                  uint64_t *dense)
+{
+    const uint64_t *values = miniflow_get_values(mf);
+    size_t unit;
+
+    for (unit = 0; unit < FLOWMAP_UNITS; unit++) {
+        map_t have = mf->map.bits[unit];
+        map_t want = map->bits[unit];
+
+        while (want) {
+            map_t bit = want & -want;
+
+            *dense++ = have & bit ? values[count_1bits(have & (bit - 1))]
+                                  : 0;
+            want &= want - 1;
+        }
+        values += count_1bits(have);
+    }
+}
+
+static struct gpu_dpcls_view *
+gpu_dpcls_view_get(const struct gpu_dpcls *gd)
+{
+    return ovsrcu_get(struct gpu_dpcls_view *, &gd->view);
+}
+
+static void
+gpu_dpcls_view_destroy(struct gpu_dpcls_view *view)
+{
+    if (view) {
+        gpu_cls_batch_destroy(view->batch);
+        gpu_cls_destroy(view->table);
+        gpu_host_free(view->keys);
+        gpu_host_free(view->results);
+        ovs_mutex_destroy(&view->buffers_mutex);
+        free(view);
+    }
+}
+
+/* Drops 'gd''s view, if any, after the lookups that may use it. */
+static void
+gpu_dpcls_view_drop(struct gpu_dpcls *gd)
+    OVS_REQUIRES(gd->mutex)
+{
+    struct gpu_dpcls_view *view = gpu_dpcls_view_get(gd);
+
+    if (view) {
+        ovsrcu_set(&gd->view, NULL);
+        ovsrcu_postpone(gpu_dpcls_view_destroy, view);
+    }
+}
+
+static int
+gpu_dpcls_view_insert(struct gpu_dpcls_view *view,
+                      const struct gpu_dpcls_rule *gr)
+{
+    uint64_t value[FLOW_U64S], mask[FLOW_U64S];
+
+    gpu_dpcls_flatten(&gr->rule->flow.mf, &view->map, value);
+    gpu_dpcls_flatten(&gr->rule->mask->mf, &view->map, mask);
+    return gpu_cls_insert(view->table, value, mask, 0, gr->handle);
+}
+
+static int
+gpu_dpcls_view_remove(struct gpu_dpcls_view *view,
+                      const struct gpu_dpcls_rule *gr)
+{
+    uint64_t value[FLOW_U64S], mask[FLOW_U64S];
+
+    gpu_dpcls_flatten(&gr->rule->flow.mf, &view->map, value);
+    gpu_dpcls_flatten(&gr->rule->mask->mf, &view->map, mask);
+    return gpu_cls_remove(view->table, value, mask, NULL);
+}
+
+/* Builds a view of all of 'gd''s rules for the current policy and
+ * publishes it.  Returns it, or NULL on failure (recorded in
+ * 'last_error'). */
+static struct gpu_dpcls_view *
+gpu_dpcls_view_build(struct gpu_dpcls *gd)
+    OVS_REQUIRES(gd->mutex)
+{
+    struct gpu_dpcls_view *view = xzalloc(sizeof *view);
+    struct gpu_cls_config cfg;
+    unsigned int algorithm;
+    bool cuda;
+    int device;
+    int error;
+
+    /* Not from 'policy': all_dpcls_mutex may not be taken inside
+     * gd->mutex. */
+    atomic_read_relaxed(&policy_algorithm, &algorithm);
+    atomic_read_relaxed(&policy_cuda, &cuda);
+    atomic_read_relaxed(&policy_device, &device);
+
+    atomic_read_relaxed(&backend_seq, &view->backend_seq);
+    view->map = gd->union_map;
+    view->n_words = flowmap_n_1bits(gd->union_map);
+    view->cuda = cuda;
+    ovs_mutex_init(&view->buffers_mutex);
+    if (!view->n_words) {
+        /* Only catch-all masks: still one word, all wildcarded. */
+        view->n_words = 1;
+    }
+
+    gpu_cls_config_init(&cfg, view->n_words);
+    cfg.semantics = GPU_CLS_FIRST_MATCH;
+    cfg.algorithm = (enum gpu_cls_algorithm) algorithm;
+    cfg.backend = cuda ? GPU_CLS_BACKEND_CUDA : GPU_CLS_BACKEND_CPU;
+    cfg.device = device;
+
+    error = gpu_cls_create(&cfg, &view->table);
+    if (!error) {
+        error = gpu_cls_batch_create(view->table, NETDEV_MAX_BURST,
+                                     &view->batch);
+    }
+    if (!error) {
+        view->keys = gpu_host_alloc(NETDEV_MAX_BURST * view->n_words
+                                    * sizeof *view->keys);
+        view->results = gpu_host_alloc(NETDEV_MAX_BURST
+                                       * sizeof *view->results);
+        if (!view->keys || !view->results) {
+            error = GPU_ERR_NOMEM;
+        }
+    }
+
+    struct gpu_dpcls_rule *gr;
+    HMAP_FOR_EACH (gr, rule_node, &gd->rules) {
+        if (error) {
+            break;
+        }
+        error = gpu_dpcls_view_insert(view, gr);
+    }
+
+    if (error) {
+        snprintf(gd->last_error, sizeof gd->last_error,
+                 "%s table of %"PRIuSIZE" rules: %s",
+                 cuda ? "cuda" : "cpu", hmap_count(&gd->rules),
+                 gpu_status_string(error));
+        static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
+        VLOG_WARN_RL(&rl, "pmd %u in_port %"PRIu32": cannot offload "
+                     "lookups (%s); OVS's own lookup answers them",
+                     gd->core_id, odp_to_u32(gd->in_port), gd->last_error);
+        gpu_dpcls_view_destroy(view);
+        return NULL;
+    }
+
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(10, 10);
+    VLOG_INFO_RL(&rl, "pmd %u in_port %"PRIu32": lookups offloaded to the "
+                 "%s backend (%"PRIuSIZE" subtables, %"PRIuSIZE" rules, "
+                 "%u-word key)", gd->core_id, odp_to_u32(gd->in_port),
+                 cuda ? "cuda" : "cpu", hmap_count(&gd->masks),
+                 hmap_count(&gd->rules), view->n_words);
+    stat_add(&gd->stats.rebuilds, 1);
+    ovsrcu_set(&gd->view, view);
+    return view;
+}
+
+static void *
+gpu_dpcls_created(struct dpcls *cls OVS_UNUSED, odp_port_t in_port,
+                  unsigned int core_id)
+{
+    struct gpu_dpcls *gd = xzalloc(sizeof *gd);
+
+    gd->in_port = in_port;
+    gd->core_id = core_id;
+    ovs_mutex_init(&gd->mutex);
+    hmap_init(&gd->rules);
+    hmap_init(&gd->masks);
+    flowmap_init(&gd->union_map);
+    gd->next_handle = 0;
+    atomic_count_init(&gd->n_rules, 0);
+    atomic_count_init(&gd->n_masks, 0);
+    cmap_init(&gd->handles);
+    ovsrcu_set_hidden(&gd->view, NULL);
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    ovs_list_push_back(&all_dpcls, &gd->list_node);
+    ovs_mutex_unlock(&all_dpcls_mutex);
+    return gd;
+}
+
+static void
+gpu_dpcls_free(struct gpu_dpcls *gd)
+{
+    gpu_dpcls_view_destroy(gpu_dpcls_view_get(gd));
+    cmap_destroy(&gd->handles);
+    hmap_destroy(&gd->rules);
+    hmap_destroy(&gd->masks);
+    ovs_mutex_destroy(&gd->mutex);
+    free(gd);
+}
+
+static void
+gpu_dpcls_destroyed(void *aux)
+{
+    struct gpu_dpcls *gd = aux;
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    ovs_list_remove(&gd->list_node);
+    retired_gpu_lookups += stat_get(&gd->stats.gpu_lookups);
+    retired_mismatches += stat_get(&gd->stats.mismatches);
+    ovs_mutex_unlock(&all_dpcls_mutex);
+
+    /* dpif-netdev removes every rule before it destroys a dpcls. */
+    ovs_mutex_lock(&gd->mutex);
+    ovs_assert(hmap_is_empty(&gd->rules));
+    ovs_mutex_unlock(&gd->mutex);
+
+    /* Rule entries removed just before may still be waiting for their
+     * grace period; so does this. */
+    ovsrcu_postpone(gpu_dpcls_free, gd);
+}
+
+static struct gpu_dpcls_mask *
+gpu_dpcls_find_mask(struct gpu_dpcls *gd, const struct netdev_flow_key *mask)
+    OVS_REQUIRES(gd->mutex)
+{
+    struct gpu_dpcls_mask *gm;
+
+    HMAP_FOR_EACH_WITH_HASH (gm, node, hash_pointer(mask, 0), &gd->masks) {
+        if (gm->mask == mask) {
+            return gm;
+        }
+    }
+    return NULL;
+}
+
+static void
+gpu_dpcls_recompute_union(struct gpu_dpcls *gd)
+    OVS_REQUIRES(gd->mutex)
+{
+    struct gpu_dpcls_mask *gm;
+
+    flowmap_init(&gd->union_map);
+    HMAP_FOR_EACH (gm, node, &gd->masks) {
+        gd->union_map = flowmap_or(gd->union_map, gm->mask->mf.map);
+    }
+}
+
+static void
+gpu_dpcls_rule_inserted(void *aux, const struct dpcls_rule *rule)
+{
+    struct gpu_dpcls *gd = aux;
+    struct gpu_dpcls_rule *gr = xzalloc(sizeof *gr);
+    struct gpu_dpcls_mask *gm;
+
+    ovs_mutex_lock(&gd->mutex);
+    gr->rule = rule;
+    gr->handle = gd->next_handle++;
+    if (gd->next_handle == GPU_CLS_NO_MATCH) {
+        /* After 4G inserts on one dpcls; no older handle can still be in
+         * flight by then. */
+        gd->next_handle = 0;
+    }
+    hmap_insert(&gd->rules, &gr->rule_node, hash_pointer(rule, 0));
+    cmap_insert(&gd->handles, &gr->handle_node, hash_int(gr->handle, 0));
+    atomic_count_inc(&gd->n_rules);
+
+    gm = gpu_dpcls_find_mask(gd, rule->mask);
+    if (!gm) {
+        gm = xzalloc(sizeof *gm);
+        gm->mask = rule->mask;
+        hmap_insert(&gd->masks, &gm->node, hash_pointer(rule->mask, 0));
+        atomic_count_inc(&gd->n_masks);
+        gd->union_map = flowmap_or(gd->union_map, rule->mask->mf.map);
+    }
+    gm->n_rules++;
+
+    struct gpu_dpcls_view *view = gpu_dpcls_view_get(gd);
+    if (view) {
+        if (!flowmap_equal(flowmap_or(view->map, gd->union_map),
+                           view->map)) {
+            /* The key grows a word: rebuild at the next lookup. */
+            gpu_dpcls_view_drop(gd);
+        } else {
+            int error = gpu_dpcls_view_insert(view, gr);
+            if (error) {
+                snprintf(gd->last_error, sizeof gd->last_error,
+                         "insert: %s", gpu_status_string(error));
+                gpu_dpcls_view_drop(gd);
+            }
+        }
+    }
+    ovs_mutex_unlock(&gd->mutex);
+}
+
+static void
+gpu_dpcls_rule_removed(void *aux, const struct dpcls_rule *rule)
+{
+    struct gpu_dpcls *gd = aux;
+    struct gpu_dpcls_rule *gr;
+    struct gpu_dpcls_mask *gm;
+
+    ovs_mutex_lock(&gd->mutex);
+    HMAP_FOR_EACH_WITH_HASH (gr, rule_node, hash_pointer(rule, 0),
+                             &gd->rules) {
+        if (gr->rule == rule) {
+            break;
+        }
+    }
+    if (!gr) {
+        ovs_mutex_unlock(&gd->mutex);
+        VLOG_WARN("pmd %u in_port %"PRIu32": removing a rule that was "
+                  "never inserted", gd->core_id, odp_to_u32(gd->in_port));
+        return;
+    }
+
+    struct gpu_dpcls_view *view = gpu_dpcls_view_get(gd);
+    if (view) {
+        int error = gpu_dpcls_view_remove(view, gr);
+        if (error) {
+            snprintf(gd->last_error, sizeof gd->last_error, "remove: %s",
+                     gpu_status_string(error));
+            gpu_dpcls_view_drop(gd);
+        }
+    }
+
+    hmap_remove(&gd->rules, &gr->rule_node);
+    cmap_remove(&gd->handles, &gr->handle_node, hash_int(gr->handle, 0));
+    atomic_count_dec(&gd->n_rules);
+    ovsrcu_postpone(free, gr);
+
+    gm = gpu_dpcls_find_mask(gd, rule->mask);
+    ovs_assert(gm);
+    if (!--gm->n_rules) {
+        hmap_remove(&gd->masks, &gm->node);
+        free(gm);
+        atomic_count_dec(&gd->n_masks);
+        /* The key may shrink; a view keeps its wider layout until it is
+         * rebuilt for another reason, which costs nothing but width. */
+        gpu_dpcls_recompute_union(gd);
+    }
+    ovs_mutex_unlock(&gd->mutex);
+}
+
+static const struct dpcls_rule *
+gpu_dpcls_handle_to_rule(struct gpu_dpcls *gd, uint32_t handle)
+{
+    const struct gpu_dpcls_rule *gr;
+
+    CMAP_FOR_EACH_WITH_HASH (gr, handle_node, hash_int(handle, 0),
+                             &gd->handles) {
+        if (gr->handle == handle) {
+            return gr->rule;
+        }
+    }
+    return NULL;
+}
+
+/* Compares 'rules' with OVS's own answer for the same keys, and counts and
+ * logs each difference. */
+static void
+gpu_dpcls_validate(struct gpu_dpcls *gd, struct dpcls *cls,
+                   const struct netdev_flow_key *keys[],
+                   struct dpcls_rule **rules, size_t cnt)
+{
+    struct dpcls_rule *expected[NETDEV_MAX_BURST];
+    size_t i;
+
+    dpcls_lookup_ovs(cls, keys, expected, cnt, NULL);
+    for (i = 0; i < cnt; i++) {
+        if (expected[i] != rules[i]) {
+            static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
+
+            stat_add(&gd->stats.mismatches, 1);
+            VLOG_WARN_RL(&rl, "pmd %u in_port %"PRIu32": validation "
+                         "mismatch: offload found %s, OVS found %s",
+                         gd->core_id, odp_to_u32(gd->in_port),
+                         rules[i] ? "a rule" : "no rule",
+                         expected[i] ? (rules[i] ? "another rule"
+                                                 : "a rule")
+                                     : "no rule");
+        }
+    }
+}
+
+static int
+gpu_dpcls_lookup(void *aux, struct dpcls *cls,
+                 const struct netdev_flow_key *keys[],
+                 struct dpcls_rule **rules, size_t cnt, int *num_lookups_p)
+{
+    struct gpu_dpcls *gd = aux;
+    struct gpu_dpcls_view *view;
+    unsigned int min_subtables;
+    bool offload, validate;
+    size_t i;
+
+    atomic_read_relaxed(&policy_offload, &offload);
+    atomic_read_relaxed(&policy_min_subtables, &min_subtables);
+    if (!offload) {
+        return -1;
+    }
+    if (atomic_count_get(&gd->n_masks) < min_subtables
+        || !atomic_count_get(&gd->n_rules)) {
+        stat_add(&gd->stats.cpu_lookups, cnt);
+        return -1;
+    }
+
+    view = gpu_dpcls_view_get(gd);
+    uint64_t seq;
+    atomic_read_relaxed(&backend_seq, &seq);
+    if (!view || view->backend_seq != seq) {
+        ovs_mutex_lock(&gd->mutex);
+        view = gpu_dpcls_view_get(gd);
+        if (!view || view->backend_seq != seq) {
+            gpu_dpcls_view_drop(gd);
+            view = gpu_dpcls_view_build(gd);
+        }
+        ovs_mutex_unlock(&gd->mutex);
+        if (!view) {
+            stat_add(&gd->stats.fallbacks, cnt);
+            return -1;
+        }
+    }
+
+    if (ovs_mutex_trylock(&view->buffers_mutex)) {
+        /* Another thread's lookup (flow_put) has the buffers. */
+        stat_add(&gd->stats.fallbacks, cnt);
+        return -1;
+    }
+
+    for (i = 0; i < cnt; i++) {
+        gpu_dpcls_flatten(&keys[i]->mf, &view->map,
+                          &view->keys[i * view->n_words]);
+    }
+    long long int start = monotonic_nsec();
+    int error = gpu_cls_submit(view->batch, NULL, view->keys, cnt,
+                               view->n_words, view->results);
+    if (!error) {
+        error = gpu_cls_wait(view->batch);
+    }
+    stat_add(&gd->stats.busy_ns, monotonic_nsec() - start);
+    if (error) {
+        ovs_mutex_unlock(&view->buffers_mutex);
+        static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
+        VLOG_WARN_RL(&rl, "pmd %u in_port %"PRIu32": lookup failed (%s); "
+                     "OVS's own lookup answers", gd->core_id,
+                     odp_to_u32(gd->in_port), gpu_status_string(error));
+        stat_add(&gd->stats.device_errors, 1);
+        stat_add(&gd->stats.fallbacks, cnt);
+        return -1;
+    }
+
+    int found = 0;
+    for (i = 0; i < cnt; i++) {
+        uint32_t handle = view->results[i];
+        const struct dpcls_rule *rule = NULL;
+
+        if (handle != GPU_CLS_NO_MATCH) {
+            rule = gpu_dpcls_handle_to_rule(gd, handle);
+            if (!rule || !dpcls_rule_matches_key(rule, keys[i])) {
+                /* Removed since, or wrong: ask OVS for this key. */
+                stat_add(&gd->stats.confirm_fails, 1);
+                stat_add(&gd->stats.fallbacks, 1);
+                dpcls_lookup_ovs(cls, &keys[i], &rules[i], 1, NULL);
+                found += rules[i] != NULL;
+                continue;
+            }
+        }
+        rules[i] = CONST_CAST(struct dpcls_rule *, rule);
+        found += rule != NULL;
+    }
+    ovs_mutex_unlock(&view->buffers_mutex);
+
+    stat_add(&gd->stats.gpu_lookups, cnt);
+    stat_add(&gd->stats.batches, 1);
+
+    atomic_read_relaxed(&policy_validate, &validate);
+    if (validate) {
+        gpu_dpcls_validate(gd, cls, keys, rules, cnt);
+    }
+
+    /* Each found key took one (batched) lookup, as if it had matched in
+     * the first subtable. */
+    if (num_lookups_p) {
+        *num_lookups_p = found;
+    }
+    return found == cnt;
+}
+
+static const struct dpcls_provider gpu_dpcls_provider = {
+    .name = "ovs-gpu",
+    .created = gpu_dpcls_created,
+    .destroyed = gpu_dpcls_destroyed,
+    .rule_inserted = gpu_dpcls_rule_inserted,
+    .rule_removed = gpu_dpcls_rule_removed,
+    .lookup = gpu_dpcls_lookup,
+};
+
+/* Changes the policy.  Called from the main thread. */
+void
+gpu_dpcls_set_policy(const struct gpu_dpcls_policy *new)
+{
+    struct gpu_dpcls *gd;
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    bool backend_changed = new->cuda != policy.cuda
+                           || (new->cuda && new->device != policy.device);
+    bool algorithm_changed = new->algorithm != policy.algorithm;
+    policy = *new;
+    atomic_store_relaxed(&policy_algorithm, new->algorithm);
+    atomic_store_relaxed(&policy_cuda, new->cuda);
+    atomic_store_relaxed(&policy_device, new->device);
+    if (backend_changed) {
+        uint64_t orig;
+        atomic_add(&backend_seq, 1, &orig);
+    } else if (algorithm_changed) {
+        /* Every algorithm reads the same tables: switch in place. */
+        LIST_FOR_EACH (gd, list_node, &all_dpcls) {
+            ovs_mutex_lock(&gd->mutex);
+            struct gpu_dpcls_view *view = gpu_dpcls_view_get(gd);
+            if (view) {
+                gpu_cls_set_algorithm(view->table, new->algorithm);
+            }
+            ovs_mutex_unlock(&gd->mutex);
+        }
+    }
+    ovs_mutex_unlock(&all_dpcls_mutex);
+
+    atomic_store_relaxed(&policy_min_subtables, new->min_subtables);
+    atomic_store_relaxed(&policy_validate, new->validate);
+    atomic_store_relaxed(&policy_offload, new->offload);
+}
+
+static void
+gpu_dpcls_format(struct ds *s, struct gpu_dpcls *gd)
+    OVS_REQUIRES(all_dpcls_mutex)
+{
+    struct gpu_dpcls_stats *st = &gd->stats;
+    uint64_t batches = stat_get(&st->batches);
+    uint64_t gpu_lookups = stat_get(&st->gpu_lookups);
+
+    ds_put_format(s, "pmd %u in_port %"PRIu32":\n", gd->core_id,
+                  odp_to_u32(gd->in_port));
+    ds_put_format(s, "  subtables: %u\n", atomic_count_get(&gd->n_masks));
+    ds_put_format(s, "  rules: %u\n", atomic_count_get(&gd->n_rules));
+
+    ovs_mutex_lock(&gd->mutex);
+    struct gpu_dpcls_view *view = gpu_dpcls_view_get(gd);
+    if (view) {
+        struct gpu_cls_stats cs;
+
+        gpu_cls_get_stats(view->table, &cs);
+        ds_put_format(s, "  backend: %s\n", gpu_cls_backend_name(cs.backend));
+        ds_put_format(s, "  algorithm: %s", gpu_cls_algorithm_name(
+                          cs.algorithm));
+        if (cs.algorithm == GPU_CLS_AUTO) {
+            ds_put_format(s, " (%s)", gpu_cls_algorithm_name(cs.chosen));
+        }
+        ds_put_format(s, "\n  key words: %u\n", view->n_words);
+    } else {
+        ds_put_cstr(s, "  backend: none (OVS's own lookup)\n");
+    }
+    if (gd->last_error[0]) {
+        ds_put_format(s, "  last error: %s\n", gd->last_error);
+    }
+    ovs_mutex_unlock(&gd->mutex);
+
+    ds_put_format(s, "  lookups on GPU: %"PRIu64"\n", gpu_lookups);
+    ds_put_format(s, "  lookups on CPU: %"PRIu64"\n",
+                  stat_get(&st->cpu_lookups));
+    ds_put_format(s, "  batches: %"PRIu64"\n", batches);
+    ds_put_format(s, "  avg. batch size: %.2f\n",
+                  batches ? (double) gpu_lookups / batches : 0.0);
+    ds_put_format(s, "  avg. batch latency (us): %.2f\n",
+                  batches ? stat_get(&st->busy_ns) / 1e3 / batches : 0.0);
+    ds_put_format(s, "  fallbacks: %"PRIu64"\n", stat_get(&st->fallbacks));
+    ds_put_format(s, "  device errors: %"PRIu64"\n",
+                  stat_get(&st->device_errors));
+    ds_put_format(s, "  failed confirmations: %"PRIu64"\n",
+                  stat_get(&st->confirm_fails));
+    ds_put_format(s, "  validation mismatches: %"PRIu64"\n",
+                  stat_get(&st->mismatches));
+    ds_put_format(s, "  table builds: %"PRIu64"\n", stat_get(&st->rebuilds));
+}
+
+static void
+gpu_dpcls_show_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
+                   void *aux OVS_UNUSED)
+{
+    struct ds s = DS_EMPTY_INITIALIZER;
+    struct gpu_dpcls *gd;
+    unsigned int core_id = 0;
+    bool filter = argc > 1;
+
+    if (filter && !str_to_uint(argv[1], 10, &core_id)) {
+        unixctl_command_reply_error(conn, "invalid pmd core id");
+        return;
+    }
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    ds_put_format(&s, "offload: %s, min subtables: %u, classifier: %s, "
+                  "validate: %s, backend: %s\n",
+                  policy.offload ? "enabled" : "disabled",
+                  policy.min_subtables,
+                  gpu_cls_algorithm_name(policy.algorithm),
+                  policy.validate ? "true" : "false",
+                  policy.cuda ? "cuda" : "cpu");
+    LIST_FOR_EACH (gd, list_node, &all_dpcls) {
+        if (!filter || gd->core_id == core_id) {
+            gpu_dpcls_format(&s, gd);
+        }
+    }
+    ovs_mutex_unlock(&all_dpcls_mutex);
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
+void
+gpu_dpcls_totals(uint64_t *gpu_lookups, uint64_t *mismatches)
+{
+    struct gpu_dpcls *gd;
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    *gpu_lookups = retired_gpu_lookups;
+    *mismatches = retired_mismatches;
+    LIST_FOR_EACH (gd, list_node, &all_dpcls) {
+        *gpu_lookups += stat_get(&gd->stats.gpu_lookups);
+        *mismatches += stat_get(&gd->stats.mismatches);
+    }
+    ovs_mutex_unlock(&all_dpcls_mutex);
+}
+
+void
+gpu_dpcls_init(void)
+{
+    unixctl_command_register("gpu/dpcls-show", "[core_id]", 0, 1,
+                             gpu_dpcls_show_cmd, NULL);
+}
+
+OVS_CONSTRUCTOR(gpu_dpcls_register) {
+    policy.min_subtables = GPU_DPCLS_MIN_SUBTABLES_DEFAULT;
+    policy.algorithm = GPU_CLS_AUTO;
+    dpcls_provider_register(&gpu_dpcls_provider);
+}
