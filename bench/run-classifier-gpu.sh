@@ -18,7 +18,8 @@ steps=${*:-all}
 DEPS=$PWD/.deps/root
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 NVCC=$CUDA/bin/nvcc
-export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$CUDA/lib64:${LD_LIBRARY_PATH:-}
+LIBDIRS=$DEPS/usr/lib/x86_64-linux-gnu:$CUDA/lib64
+export LD_LIBRARY_PATH=$LIBDIRS:${LD_LIBRARY_PATH:-}
 
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 
@@ -71,7 +72,8 @@ for step in $steps; do
         GPU_TEST_QUICK=1 GPU_CLS_CUDA_STAGE=1 GPU_CLS_BACKEND=cuda \
             timeout 150 "$B/test-classifier" > "$B/test-cuda-stage.log" 2>&1
         log "test-classifier (cuda, staged filters) exit $?"
-        grep -E "SEED|PASSED|FAILED|ERROR" "$B/test-cuda-stage.log" | head -10 \
+        grep -E "SEED|PASSED|FAILED|ERROR" "$B/test-cuda-stage.log" \
+            | head -10 \
             | tee -a "$OUT/summary.txt"
         log "compute-sanitizer memcheck, a few tests"
         GPU_TEST_QUICK=1 GPU_CLS_BACKEND=cuda \
@@ -97,7 +99,8 @@ for step in $steps; do
                     timeout 60 \
                     "$B/classifier-bench" --synth $set --max-seconds 0.1 \
                     | awk -v c="group=$1 shm=$2 bps=$3 stage=$4" \
-                        '/^synth/ && $4 == 65536 && ($5 == "tuple" || $5 == "bloom") {print c, $0}'
+                        '/^synth/ && $4 == 65536 \
+                         && ($5 == "tuple" || $5 == "bloom") {print c, $0}'
             done
         done 2>&1 | tee "$OUT/sweep.txt"
         log "highest-priority synthetic, 128K rules / 512 classes"

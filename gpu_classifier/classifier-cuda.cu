@@ -20,17 +20,17 @@
  * after the lookups that could read it.
  *
  * Lookup kernel.  A 2-D grid: blockIdx.y picks a group of classes whose
- * records, masks and (Bloom) filters the block copies into shared memory;
- * blockIdx.x picks a tile of keys, one thread per key in turn.  Each
- * thread keeps its key in registers (the key width is a template
- * parameter for widths up to 8 words), and for each class of the group
- * masks, hashes, tests the filter (through L1/L2; staging it in shared
- * memory, as GSwitch did, is an option that did not pay on the H100) and
- * probes the cuckoo slots in global memory (L2) only on a filter hit.  With one group the
- * kernel writes results directly; with several, first-match results are
- * plain stores (any match will do) and highest-priority ones an atomicMax
- * on a 64-bit rank, converted to handles by a second small kernel.  This
- * is GSwitch's block-per-class scheme widened to a class-group x key-tile
+ * records and masks the block copies into shared memory; blockIdx.x picks
+ * a tile of keys, one thread per key in turn.  Each thread keeps its key
+ * in registers (the key width is a template parameter for widths up to 8
+ * words), and for each class of the group masks, hashes, tests the Bloom
+ * filter (through L1/L2; staging filters in shared memory, as GSwitch did,
+ * is an option that did not pay on the H100) and probes the cuckoo slots
+ * in global memory (L2) only on a filter hit.  With one group the kernel
+ * writes results directly; with several, first-match results are plain
+ * stores (any match will do) and highest-priority ones an atomicMax on a
+ * 64-bit rank, converted to handles by a second small kernel.  This is
+ * GSwitch's block-per-class scheme widened to a class-group x key-tile
  * grid, so that 132 SMs have work even with a handful of classes.
  */
 #include <config.h>

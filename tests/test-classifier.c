@@ -766,8 +766,8 @@ struct conc {
     uint64_t *stable_keys;      /* Key i matches stable rule i only. */
     unsigned int n_stable;
     uint32_t churn_base;        /* Handles >= this are churned rules. */
-    volatile bool stop;
-    const char *error;
+    bool stop;                  /* Accessed with __atomic builtins. */
+    const char *error;          /* Likewise. */
     uint64_t lookups;
 };
 
@@ -782,18 +782,21 @@ conc_reader(void *arg)
 
     memcpy(keys, c->stable_keys, c->n_stable * c->n_words * sizeof *keys);
     if (gpu_cls_batch_create(c->t, c->n_stable, &b)) {
-        c->error = "batch_create failed";
+        __atomic_store_n(&c->error, "batch_create failed", __ATOMIC_RELEASE);
         return NULL;
     }
-    while (!c->stop && !c->error) {
+    while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)
+           && !__atomic_load_n(&c->error, __ATOMIC_ACQUIRE)) {
         if (gpu_cls_submit(b, NULL, keys, c->n_stable, c->n_words, res)
             || gpu_cls_wait(b)) {
-            c->error = "lookup failed";
+            __atomic_store_n(&c->error, "lookup failed", __ATOMIC_RELEASE);
             break;
         }
         for (unsigned int i = 0; i < c->n_stable; i++) {
             if (res[i] != i) {
-                c->error = "stable rule not found during updates";
+                __atomic_store_n(&c->error,
+                                 "stable rule not found during updates",
+                                 __ATOMIC_RELEASE);
                 break;
             }
         }
@@ -842,7 +845,9 @@ test_concurrent_updates(void **state)
              * that classes grow, shrink away and come back. */
             uint64_t v[4];
             unsigned int ops = quick ? 20000 : 60000;
-            for (unsigned int op = 0; op < ops && !c.error; op++) {
+            for (unsigned int op = 0;
+                 op < ops && !__atomic_load_n(&c.error, __ATOMIC_ACQUIRE);
+                 op++) {
                 unsigned int id = 1000000 + (op % 5000);
                 const uint64_t *m = masks[(op / 5000 + id) % 16];
 
@@ -858,7 +863,7 @@ test_concurrent_updates(void **state)
                                                      NULL), GPU_OK);
                 }
             }
-            c.stop = true;
+            __atomic_store_n(&c.stop, true, __ATOMIC_RELEASE);
             for (int i = 0; i < 2; i++) {
                 pthread_join(th[i], NULL);
             }
