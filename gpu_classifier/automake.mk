@@ -17,6 +17,7 @@ endif
 GPU_CLASSIFIER_DATA_CPPFLAGS = \
 	-DOVSGPU_DEFAULT_SHARED_DATA='"$(abs_top_srcdir)/../shared/data"'
 
+if HAVE_CMOCKA
 check_PROGRAMS += tests/test-classifier
 TESTS += tests/test-classifier
 tests_test_classifier_SOURCES = \
@@ -27,6 +28,7 @@ tests_test_classifier_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
 	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
 tests_test_classifier_LDADD = gpu_classifier/libgpuclassifier.a \
 	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
+endif
 
 noinst_PROGRAMS += bench/classifier-bench
 bench_classifier_bench_SOURCES = \
@@ -36,11 +38,7 @@ bench_classifier_bench_SOURCES = \
 bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
 bench_classifier_bench_LDADD = gpu_classifier/libgpuclassifier.a \
-	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
+	gpu_runtime/libgpuruntime.a $(CUDA_LIBS)
 
-if HAVE_CUDA
-# nvcc's host-side stubs use C++ runtime symbols (static guards, the
-# personality routine); the C linker does not add libstdc++ by itself.
-tests_test_classifier_LDADD += -lstdc++
-bench_classifier_bench_LDADD += -lstdc++
-endif
+# (CUDA_LIBS carries -lstdc++, which nvcc's host-side stubs need when the
+# C compiler links.)

@@ -24,12 +24,17 @@
 
 #ifdef __CUDACC__
 #define GPU_CLS_HD static __host__ __device__ __forceinline__
-/* Loops over key words must unroll in the kernels, where the width is a
- * template constant, or the key array a thread holds goes to local
- * memory instead of registers. */
-#define GPU_CLS_UNROLL _Pragma("unroll")
 #else
 #define GPU_CLS_HD static inline
+#endif
+
+/* Loops over key words must unroll in the kernels, where the width is a
+ * template constant, or the key array a thread holds goes to local
+ * memory instead of registers.  Only nvcc's device pass knows the pragma
+ * (the host compiler would warn). */
+#ifdef __CUDA_ARCH__
+#define GPU_CLS_UNROLL _Pragma("unroll")
+#else
 #define GPU_CLS_UNROLL
 #endif
 
