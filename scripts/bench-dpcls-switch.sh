@@ -70,10 +70,18 @@ start_switch() {
 }
 
 stop_switch() {
-    ovs-appctl -t ovs-vswitchd exit --cleanup >/dev/null 2>&1 || true
-    ovs-appctl -t ovsdb-server exit >/dev/null 2>&1 || true
-    sleep 1
-    rm -f "$RUN/conf.db"
+    local pid
+    for p in ovs-vswitchd ovsdb-server; do
+        pid=$(cat "$RUN/$p.pid" 2>/dev/null) || continue
+        ovs-appctl -t $p exit $(test $p = ovs-vswitchd && echo --cleanup) \
+            >/dev/null 2>&1 || kill "$pid" 2>/dev/null
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
+    done
+    rm -f "$RUN/conf.db" "$RUN"/*.pid
 }
 
 dp_port() {
@@ -115,10 +123,15 @@ for m in $MASKS; do
     sleep 1
     read on dummy < <(measure)
     show=$(ovs-appctl gpu/dpcls-show)
-    batch=$(echo "$show" | awk '/avg. batch size:/ { print $4; exit }')
-    lat=$(echo "$show" | awk '/avg. batch latency/ { print $5; exit }')
-    backend=$(echo "$show" | awk '/^  backend:/ { print $2; exit }')
-    mism=$(echo "$show" | awk '/validation mismatches:/ { n += $3 } END { print n + 0 }')
+    # The PMD's dpcls for p0: the one with the most offloaded lookups.
+    busiest=$(echo "$show" | awk '/^pmd / { name = $0 }
+        /lookups on GPU:/ && $4 >= max { max = $4; best = name }
+        END { print best }')
+    block=$(echo "$show" | awk -v b="$busiest" '$0 == b { p = 1; next }
+        /^pmd / { p = 0 } p')
+    batch=$(echo "$block" | awk '/avg. batch size:/ { print $4 }')
+    lat=$(echo "$block" | awk '/avg. batch latency/ { print $5 }')
+    backend=$(echo "$block" | awk '/^  backend:/ { print $2 }')
     printf '%-6s %12s %10s %12s %10s %8s %12s %10s\n' "$m" "$off" \
         "$lookups" "$on" \
         "$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2fx", a / b }')" \

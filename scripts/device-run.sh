@@ -4,7 +4,12 @@
 # Run from the repository root by the device tool, with the generated
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
-#   scripts/device-run.sh [build|test|bench]...     (default: build test)
+#   scripts/device-run.sh [build|test|bench|switch-bench]...
+#                                                   (default: build test)
+#
+# switch-bench runs scripts/bench-dpcls-switch.sh with the OVS programs of
+# a DPDK build made on the development machine and carried in .devbench/
+# (scripts/make-device-bundle.sh), since the GPU machine has no DPDK.
 #
 # Logs and results go to $OUT (or _devout/).
 set -o pipefail
@@ -47,6 +52,23 @@ test)
     "$SRC/scripts/test-summary" "$BUILD"
     echo "== gpu/show from a running ovs-vswitchd (dummy datapath)"
     "$SRC/scripts/gpu-show-live.sh" "$BUILD" 2>&1 | tee "$OUT/gpu-show.txt"
+    ;;
+switch-bench)
+    echo "== switch benchmark: megaflow masks, offload off and on"
+    B=$SRC/.devbench
+    export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+    export PATH=$B/bin:$PATH
+    export VSWITCH_SCHEMA=$B/vswitch.ovsschema
+    # DPDK loads its drivers from its build-time folder when it exists;
+    # the GPU machine has none, so name the carried ones.
+    test -d /usr/lib/x86_64-linux-gnu/dpdk || export DPDK_PMD_ARGS="-d $B/pmds"
+    cd "$SRC"
+    for alg in ${SWITCH_BENCH_CLASSIFIERS:-auto}; do
+        echo "-- gpu-classifier=$alg"
+        scripts/bench-dpcls-switch.sh --classifier $alg \
+            --masks "${SWITCH_BENCH_MASKS:-1 8 32 128 512}" \
+            --out "$OUT/switch-bench-$alg.txt" 2>&1 | tee -a "$OUT/switch-bench.log"
+    done
     ;;
 bench)
     echo "== benchmarks"
