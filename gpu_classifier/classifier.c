@@ -660,7 +660,18 @@ gpu_cls_create(const struct gpu_cls_config *cfg, struct gpu_cls_table **tp)
         free(t);
         return GPU_ERR_NOMEM;
     }
-    pthread_rwlock_init(&t->rwlock, NULL);
+    /* Writers first: on the CPU backend lookups hold the read lock for a
+     * whole batch, and threads that look up back to back (a PMD thread)
+     * would otherwise keep an insert waiting for ever, since glibc's
+     * default lets new readers in while a writer waits. */
+    pthread_rwlockattr_t rwattr;
+    pthread_rwlockattr_init(&rwattr);
+#ifdef __GLIBC__
+    pthread_rwlockattr_setkind_np(&rwattr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+    pthread_rwlock_init(&t->rwlock, &rwattr);
+    pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&t->pool_mutex, NULL);
     err = prov->init ? prov->init(t) : GPU_OK;
     if (err) {

@@ -129,6 +129,37 @@ gpu_device_select(int index)
 #endif
 }
 
+#ifdef HAVE_CUDA
+static void *
+warm_up_main(void *index_)
+{
+    int index = (int) (intptr_t) index_;
+
+    /* cudaFree(NULL) is the customary way to create a context without
+     * doing anything else. */
+    if (cudaSetDevice(index) != cudaSuccess || cudaFree(NULL) != cudaSuccess) {
+        cudaGetLastError();
+    }
+    return NULL;
+}
+#endif
+
+void
+gpu_device_warm_up(int index)
+{
+#ifdef HAVE_CUDA
+    pthread_t thread;
+
+    if (index >= 0 && index < gpu_device_count(NULL)
+        && !pthread_create(&thread, NULL, warm_up_main,
+                           (void *) (intptr_t) index)) {
+        pthread_detach(thread);
+    }
+#else
+    (void) index;
+#endif
+}
+
 int
 gpu_device_parse(const char *value, struct gpu_device_choice *choice,
                  char *err, size_t err_size)

@@ -58,6 +58,11 @@ int gpu_device_query(int index, struct gpu_device_info *info);
 /* Makes 'index' the current device of the calling thread. */
 int gpu_device_select(int index);
 
+/* Creates device 'index''s context in the background, so that the first
+ * thread to use the device (a PMD thread, say) does not stall for the
+ * hundreds of milliseconds that takes.  Does nothing without a device. */
+void gpu_device_warm_up(int index);
+
 /* The parsed value of a "gpu-device" setting: a CUDA device index or the
  * CPU backend. */
 struct gpu_device_choice {

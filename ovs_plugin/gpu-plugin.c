@@ -77,6 +77,9 @@ gpu_plugin_choose_backend(bool quiet)
                  "CUDA device %d could not be queried", config.device.index);
     } else {
         new.cuda = true;
+        if (!backend.cuda || backend.info.index != new.info.index) {
+            gpu_device_warm_up(new.info.index);
+        }
     }
 
     if (quiet) {

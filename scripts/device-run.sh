@@ -44,11 +44,23 @@ build)
 test)
     echo "== tests"
     cd "$BUILD"
-    make -j16 check TESTSUITEFLAGS=-j8 > "$OUT/check.log" 2>&1
-    echo "make check exit $?"
+    # One layer at a time, each with its own limit and log.
+    make -j16 tests/test-runtime tests/test-classifier tests/test-ids \
+        > "$OUT/check-cmocka.log" 2>&1
+    timeout 300 make -j16 check-TESTS >> "$OUT/check-cmocka.log" 2>&1
+    echo "cmocka: exit $?"
+    timeout 200 make check-ovs TESTSUITEFLAGS=-j8 > "$OUT/check-ovs.log" 2>&1
+    echo "check-ovs: exit $?"
+    timeout 200 make check-ovs-offload TESTSUITEFLAGS=-j8 \
+        > "$OUT/check-ovs-offload.log" 2>&1
+    echo "check-ovs-offload: exit $?"
+    tail -3 "$OUT/check-ovs-offload.log"
+    # Autotest keeps the folders of failed tests only.
+    tar czf "$OUT/failed-ovs-tests.tgz" -C ovs/tests testsuite.dir \
+        2>/dev/null
     cp tests/*.log "$OUT/" 2>/dev/null
-    cp ovs/tests/testsuite.log "$OUT/ovs-testsuite.log" 2>/dev/null
-    grep -h -E '^\[  (PASSED|FAILED|SKIPPED) \]|^(PASS|FAIL|SKIP|ERROR):' tests/*.log
+    grep -h -E '^\[  (PASSED|FAILED|SKIPPED) \]|^(PASS|FAIL|SKIP|ERROR):' \
+        tests/*.log
     "$SRC/scripts/test-summary" "$BUILD"
     echo "== gpu/show from a running ovs-vswitchd (dummy datapath)"
     "$SRC/scripts/gpu-show-live.sh" "$BUILD" 2>&1 | tee "$OUT/gpu-show.txt"
