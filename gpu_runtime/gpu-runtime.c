@@ -150,6 +150,12 @@ gpu_device_warm_up(int index)
 #ifdef HAVE_CUDA
     pthread_t thread;
 
+    /* CUDA loads each kernel at its first launch by default, which would
+     * put that cost on the first lookup of some PMD thread.  Load them all
+     * with the context instead, unless the user chose otherwise.  This
+     * must be set before the context exists: the caller is the first. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+
     if (index >= 0 && index < gpu_device_count(NULL)
         && !pthread_create(&thread, NULL, warm_up_main,
                            (void *) (intptr_t) index)) {

@@ -118,6 +118,7 @@ for m in $MASKS; do
             ovs-appctl dpctl/add-flow "$key" "$action" > /dev/null
         done
 
+    nflows=$(ovs-appctl dpctl/dump-flows | grep -c 'actions:')
     read off lookups < <(measure)
     ovs-vsctl set Open_vSwitch . other_config:gpu-offload=true
     sleep 1
@@ -136,6 +137,12 @@ for m in $MASKS; do
         "$lookups" "$on" \
         "$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2fx", a / b }')" \
         "$batch" "$lat" "$backend" | tee -a ${OUTFILE:+"$OUTFILE"}
-    echo "$show" > "$RUN/dpcls-show-m$m.txt"
+    if test -n "$OUTFILE"; then
+        {
+            echo "=== $m masks: $nflows datapath flows before, $(ovs-appctl dpctl/dump-flows | grep -c 'actions:') after"
+            ovs-appctl dpif-netdev/pmd-stats-show
+            echo "$show"
+        } >> "$OUTFILE.details"
+    fi
     stop_switch
 done

@@ -82,6 +82,11 @@ switch-bench)
             --out "$OUT/switch-bench-$alg.txt" 2>&1 | tee -a "$OUT/switch-bench.log"
     done
     ;;
+pack)
+    # The device tool brings back at most 8 files: pack them into one.
+    tar czf /tmp/device-results.tgz -C "$OUT" . && rm -rf "$OUT"/* \
+        && mv /tmp/device-results.tgz "$OUT/"
+    ;;
 bench)
     echo "== benchmarks"
     cd "$BUILD"
