@@ -6,8 +6,7 @@
 #
 # It builds without the autotools tree, so it runs on a bare machine:
 # cmocka comes from .deps/root (unpacked libcmocka0 and libcmocka-dev
-# .debs), and gpu_runtime/ is bench/classifier-runtime-stub.c, the small
-# stand-in that implements what the classifier uses.
+# .debs), and gpu_runtime/gpu-runtime.c is compiled in directly.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/classifier-gpu-out}
@@ -37,11 +36,11 @@ build() {
         -o "$B/classifier-cuda.o" 2> "$B/nvcc-resource-usage.txt"
     for f in gpu_classifier/classifier.c gpu_classifier/classifier-cpu.c \
              tests/test-classifier.c tests/classifier-classbench.c \
-             bench/classifier-runtime-stub.c bench/classifier-bench.c; do
+             gpu_runtime/gpu-runtime.c bench/classifier-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/classifier.o $B/classifier-cpu.o $B/classifier-cuda.o \
-          $B/classifier-classbench.o $B/classifier-runtime-stub.o"
+          $B/classifier-classbench.o $B/gpu-runtime.o"
     gcc -o "$B/test-classifier" "$B/test-classifier.o" $LIBS \
         -L"$DEPS/usr/lib/x86_64-linux-gnu" -L"$CUDA/lib64" \
         -lcmocka -lcudart -lpthread -lstdc++

@@ -56,21 +56,7 @@
 /* Largest scatter record, so big uploads spread over many blocks. */
 #define RECORD_MAX_BYTES (16 * 1024)
 
-static int
-cuda_fail(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) {
-        return GPU_OK;
-    }
-    cudaGetLastError();         /* Clear it, so later calls are clean. */
-    if (e == cudaErrorMemoryAllocation) {
-        return GPU_ERR_DEVICE_NOMEM;
-    }
-    fprintf(stderr, "gpu_classifier: %s: %s\n", what, cudaGetErrorString(e));
-    return GPU_ERR_DEVICE;
-}
-
-#define CK(CALL) cuda_fail((CALL), #CALL)
+#define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
 /* ---- Device structures. ---- */
 

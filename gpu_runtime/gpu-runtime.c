@@ -38,6 +38,27 @@ gpu_status_string(int status)
     }
 }
 
+int
+gpu_cuda_status(int cuda_error, const char *what)
+{
+#ifdef HAVE_CUDA
+    cudaError_t e = (cudaError_t) cuda_error;
+
+    if (e == cudaSuccess) {
+        return GPU_OK;
+    }
+    cudaGetLastError();
+    if (e == cudaErrorMemoryAllocation) {
+        return GPU_ERR_DEVICE_NOMEM;
+    }
+    fprintf(stderr, "ovs-gpu: %s: %s\n", what, cudaGetErrorString(e));
+#else
+    (void) cuda_error;
+    (void) what;
+#endif
+    return GPU_ERR_DEVICE;
+}
+
 bool
 gpu_runtime_has_cuda(void)
 {

@@ -35,6 +35,13 @@ enum gpu_status {
 
 const char *gpu_status_string(int status);
 
+/* Maps the status of a CUDA runtime call ('cuda_error', a cudaError_t) to
+ * enum gpu_status: GPU_OK, GPU_ERR_DEVICE_NOMEM for an allocation that
+ * failed, GPU_ERR_DEVICE (logged to stderr with 'what') for anything
+ * else.  It clears CUDA's sticky last error, so later calls report their
+ * own.  Every CUDA backend checks its calls through this. */
+int gpu_cuda_status(int cuda_error, const char *what);
+
 /* What one CUDA device is. */
 struct gpu_device_info {
     int index;                  /* CUDA device ordinal. */

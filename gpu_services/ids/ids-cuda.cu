@@ -48,21 +48,7 @@ namespace cg = cooperative_groups;
 #define HITS_PER_BYTE_DIV 16
 #define MIN_HITS 65536
 
-static int
-cuda_fail(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) {
-        return GPU_OK;
-    }
-    cudaGetLastError();         /* Clear it, so later calls are clean. */
-    if (e == cudaErrorMemoryAllocation) {
-        return GPU_ERR_DEVICE_NOMEM;
-    }
-    fprintf(stderr, "gpu_ids: %s: %s\n", what, cudaGetErrorString(e));
-    return GPU_ERR_DEVICE;
-}
-
-#define CK(CALL) cuda_fail((CALL), #CALL)
+#define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
 struct hit {
     uint32_t packet;
