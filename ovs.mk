@@ -97,7 +97,10 @@ check-ovs: ovs-build
 		| $(srcdir)/scripts/at-select $(OVS_TESTS)`; \
 	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
-		$(TESTSUITEFLAGS)"
+		$(TESTSUITEFLAGS)"; \
+	status=$$?; \
+	cp $(OVS_BUILDDIR)/tests/testsuite.log testsuite-ovs.log; \
+	exit $$status
 
 # OVS's own datapath tests again, with the megaflow offload forced on for
 # every dpcls (no subtable threshold) and every answer validated against
