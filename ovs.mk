@@ -57,7 +57,8 @@ $(OVS_STAMP_LIBS): $(OVS_STAMP_CONFIGURED)
 # plain archive link would drop because nothing in OVS refers to it.
 OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
 OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
-	gpu_classifier/libgpuclassifier.a gpu_runtime/libgpuruntime.a
+	gpu_classifier/libgpuclassifier.a gpu_services/ids/libgpuids.a \
+	gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
@@ -91,7 +92,7 @@ all-local: ovs-build
 
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
-OVS_TESTS ?= ovs-gpu.at dpif-netdev.at pmd.at
+OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at dpif-netdev.at pmd.at
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
 		| $(srcdir)/scripts/at-select $(OVS_TESTS)`; \

@@ -3,8 +3,12 @@
 # headers exist (see ovs.mk), with OVS's own config.h.
 noinst_LIBRARIES += ovs_plugin/libovsgpuplugin.a
 ovs_plugin_libovsgpuplugin_a_SOURCES = \
+	ovs_plugin/gpu-actions.c \
+	ovs_plugin/gpu-actions.h \
 	ovs_plugin/gpu-dpcls.c \
 	ovs_plugin/gpu-dpcls.h \
+	ovs_plugin/gpu-ids-service.c \
+	ovs_plugin/gpu-ids-service.h \
 	ovs_plugin/gpu-plugin.c \
 	ovs_plugin/gpu-plugin.h
 ovs_plugin_libovsgpuplugin_a_CPPFLAGS = \

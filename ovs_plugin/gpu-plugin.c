@@ -20,7 +20,9 @@
 
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
+#include "ovs_plugin/gpu-actions.h"
 #include "ovs_plugin/gpu-dpcls.h"
+#include "ovs_plugin/gpu-ids-service.h"
 #include "ovs-plugin.h"
 #include "smap.h"
 #include "unixctl.h"
@@ -213,6 +215,8 @@ gpu_plugin_publish(void)
         .device = backend.cuda ? backend.info.index : -1,
     };
     gpu_dpcls_set_policy(&policy);
+    gpu_ids_service_set_backend(backend.cuda,
+                                backend.cuda ? backend.info.index : -1);
 }
 
 /* Applies 'other_config' (NULL at start-up, when only the forced defaults
@@ -269,6 +273,7 @@ static void
 gpu_plugin_set_config(const struct smap *other_config)
 {
     gpu_plugin_apply(other_config, false);
+    gpu_ids_service_set_config(other_config);
 }
 
 static void
@@ -303,6 +308,12 @@ gpu_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   gpu_runtime_has_cuda() ? "yes" : "no");
     ds_put_format(&s, "  CUDA devices: %d\n", n_devices);
     gpu_plugin_format_backend(&s);
+    struct gpu_service_totals totals;
+    gpu_service_get_totals(&totals);
+    ds_put_format(&s, "  service actions: %"PRIu64" batches, %"PRIu64
+                  " packets (%"PRIu64" payload bytes), %"PRIu64
+                  " dropped\n", totals.n_batches, totals.n_packets,
+                  totals.n_bytes_staged, totals.n_dropped);
     ds_put_cstr(&s, "config:\n");
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         ds_put_format(&s, "  %s=", keys[i].name);
@@ -344,6 +355,7 @@ gpu_plugin_init(void)
 {
     unixctl_command_register("gpu/show", "", 0, 0, gpu_show_cmd, NULL);
     gpu_dpcls_init();
+    gpu_ids_service_init();
     gpu_plugin_read_forced();
     gpu_plugin_apply(NULL, true);
 }

@@ -42,6 +42,8 @@ OVS=$BUILD/ovs
 RUN=${RUN:-$BUILD/demo}
 SHARED=${OVSGPU_SHARED_DATA:-$SRC/../shared/data}
 TRACE=$SHARED/classbench/acl1_10000_trace.gz
+# The text planted in one packet of ten, and the demo IDS rule that finds it.
+SIGNATURE=ovs-gpu-demo-attack
 FILTERS=$SHARED/classbench/acl1_10000
 
 if ! grep -q '^#define DPDK_NETDEV' "$OVS/config.h" 2>/dev/null; then
@@ -75,7 +77,7 @@ python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/empty.pcap" --count 0 \
     >/dev/null
 if test -f "$TRACE" && test -f "$FILTERS"; then
     python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/in.pcap" --trace "$TRACE" \
-        --count "$COUNT"
+        --count "$COUNT" --plant "$SIGNATURE" --plant-every 10
     python3 "$SRC/scripts/classbench-flows.py" flows "$FILTERS" \
         --count 100000 > "$RUN/flows.txt"
     # What the flow table must let through, by a brute-force search.
@@ -84,7 +86,8 @@ if test -f "$TRACE" && test -f "$FILTERS"; then
 else
     echo "(ClassBench data not found in $SHARED: random traffic, TCP and" \
          "UDP forwarded)"
-    python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/in.pcap" --count "$COUNT"
+    python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/in.pcap" --count "$COUNT" \
+        --plant "$SIGNATURE" --plant-every 10
     printf '%s\n' "priority=100,in_port=1,tcp,actions=output:2" \
         "priority=100,in_port=1,udp,actions=output:2" \
         "priority=0,actions=drop" > "$RUN/flows.txt"
@@ -92,7 +95,18 @@ else
                --proto 6,17)
 fi
 total=$(python3 "$SRC/scripts/pcap-count.py" "$RUN/in.pcap")
-echo "$(wc -l < "$RUN/flows.txt") flows"
+# The TCP flows that forward also pass their packets through the IDS, in
+# alert mode (so what is forwarded does not change): one packet in ten
+# carries the demo signature.
+sed -i '/nw_proto=6,/s/actions=output:2$/actions=gpu_ids(ruleset=demo,alert),output:2/' \
+    "$RUN/flows.txt"
+cat > "$RUN/demo.rules" <<EOF
+alert tcp any any -> any any (msg:"ovs-gpu demo signature"; content:"$SIGNATURE"; sid:9000001; rev:1;)
+alert tcp any any -> any any (msg:"demo, case-insensitive"; content:"OVS-GPU-DEMO"; nocase; sid:9000002; rev:1;)
+alert udp any any -> any 53 (msg:"never in this traffic"; content:"|00 ff 00 ff 00 ff|"; sid:9000003; rev:1;)
+EOF
+echo "$(wc -l < "$RUN/flows.txt") flows," \
+     "$(grep -c gpu_ids "$RUN/flows.txt") of them through gpu_ids"
 
 echo "== starting ovsdb-server and ovs-vswitchd in $RUN"
 ovsdb-tool create "$RUN/conf.db" "$OVS/vswitchd/vswitch.ovsschema"
@@ -107,7 +121,8 @@ ovs-vsctl --no-wait set Open_vSwitch . \
     other_config:emc-insert-inv-prob=0 \
     other_config:gpu-offload=true \
     other_config:gpu-dpcls-min-subtables=${MIN_SUBTABLES:-0} \
-    other_config:gpu-validate=true
+    other_config:gpu-validate=true \
+    other_config:gpu-ids-ruleset-demo="$RUN/demo.rules"
 ovs-vswitchd "$DB_SOCK" --pidfile --detach --log-file
 
 # Flows go in before the ports, so the first packet meets them.
@@ -165,6 +180,10 @@ ovs-appctl dpif-netdev/pmd-stats-show \
     | sed 's/^ */  /'
 echo "-- gpu/show"
 ovs-appctl gpu/show
+echo "-- gpu-ids/show"
+ovs-appctl gpu-ids/show | tee "$RUN/ids-show.txt"
+echo "-- IDS alerts logged (first 3)"
+grep 'gpu_ids demo: sid' "$RUN/ovs-vswitchd.log" | head -3 | sed 's/^/  /'
 echo "-- gpu/dpcls-show"
 ovs-appctl gpu/dpcls-show | tee "$RUN/dpcls-show.txt"
 gpu_lookups=$(awk '/^  lookups on GPU:/ { n += $4 } END { print n + 0 }' \
@@ -172,6 +191,7 @@ gpu_lookups=$(awk '/^  lookups on GPU:/ { n += $4 } END { print n + 0 }' \
 mismatches=$(awk '/^  validation mismatches:/ { n += $3 } END { print n + 0 }' \
              "$RUN/dpcls-show.txt")
 
+ids_matched=$(sed -n 's/^  matched: \([0-9]*\),.*/\1/p' "$RUN/ids-show.txt")
 rx=$(rx_of p0)
 tx=$(tx_of p1)
 # Close the ports so the output pcap is complete, then count it.
@@ -182,12 +202,14 @@ echo "packets in output pcap: $written"
 if $SMOKE; then
     if test "$rx" != "$total" || test "$tx" != "$expected" \
             || test "$written" != "$expected" || test "$gpu_lookups" = 0 \
-            || test "$mismatches" != 0; then
+            || test "$mismatches" != 0 || test "$ids_matched" = 0; then
         echo "smoke test FAILED: rx $rx of $total, tx $tx and written" \
              "$written of $expected, $gpu_lookups lookups offloaded," \
-             "$mismatches validation mismatches" >&2
+             "$mismatches validation mismatches, $ids_matched IDS" \
+             "matches" >&2
         exit 1
     fi
     echo "smoke test passed: $rx in, $tx out, $((rx - tx)) dropped by flow," \
-         "$gpu_lookups lookups offloaded, no validation mismatch"
+         "$gpu_lookups lookups offloaded, no validation mismatch," \
+         "$ids_matched packets matched by gpu_ids"
 fi

@@ -8,6 +8,7 @@ seeded random mix is written.  Standard library only, so a fresh machine
 needs nothing beyond python3.
 
   gen-pcap.py --out FILE [--trace TRACE[.gz]] [--count N] [--size BYTES]
+              [--plant TEXT [--plant-every N]]
               [--seed S]
 """
 import argparse
@@ -29,8 +30,9 @@ def checksum(data):
     return ~total & 0xffff
 
 
-def packet(src, dst, sport, dport, proto, size):
-    """Returns one frame of 'size' bytes (without FCS, at least 60)."""
+def packet(src, dst, sport, dport, proto, size, plant=b""):
+    """Returns one frame of 'size' bytes (without FCS, at least 60), or
+    longer if needed to start the payload with 'plant'."""
     size = max(size, 60)
     if proto == 6:
         l4_len = 20
@@ -38,8 +40,9 @@ def packet(src, dst, sport, dport, proto, size):
         l4_len = 8
     else:
         l4_len = 0
-    payload_len = max(size - 14 - 20 - l4_len, 0)
-    payload = bytes((i * 7 + 3) & 0xff for i in range(payload_len))
+    payload_len = max(size - 14 - 20 - l4_len, len(plant), 0)
+    payload = plant + bytes((i * 7 + 3) & 0xff
+                            for i in range(payload_len - len(plant)))
     ip_len = 20 + l4_len + payload_len
     pseudo = struct.pack("!IIBBH", src, dst, 0, proto, l4_len + payload_len)
     if proto == 6:
@@ -86,6 +89,11 @@ def main():
     ap.add_argument("--size", type=int, default=64,
                     help="frame size with FCS, as on the wire")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--plant", default="",
+                    help="text that starts the payload of some packets "
+                    "(an IDS signature for gpu_ids)")
+    ap.add_argument("--plant-every", type=int, default=10,
+                    help="plant the text in one packet of this many")
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
@@ -96,7 +104,10 @@ def main():
         for src, dst, sport, dport, proto in tuples:
             if n >= args.count:
                 break
-            frame = packet(src, dst, sport, dport, proto, args.size - 4)
+            plant = (args.plant.encode()
+                     if args.plant and n % args.plant_every == 0 else b"")
+            frame = packet(src, dst, sport, dport, proto, args.size - 4,
+                           plant)
             out.write(struct.pack("<IIII", n // 1000000, n % 1000000,
                                   len(frame), len(frame)))
             out.write(frame)

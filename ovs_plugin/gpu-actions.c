@@ -1,0 +1,381 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/* The executor of GPU service actions: see gpu-actions.h. */
+
+#include <config.h>
+
+#include "ovs_plugin/gpu-actions.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "dp-packet.h"
+#include "openvswitch/vlog.h"
+#include "ovs-atomic.h"
+#include "ovs-thread.h"
+#include "packets.h"
+#include "util.h"
+
+#include "gpu_runtime/gpu-runtime.h"
+
+VLOG_DEFINE_THIS_MODULE(gpu_actions);
+
+/* Adds 'n' to a statistics counter shared between threads. */
+static inline void
+counter_add(atomic_uint64_t *counter, uint64_t n)
+{
+    uint64_t orig;
+
+    atomic_add_relaxed(counter, n, &orig);
+}
+
+static const struct gpu_service_impl *const services[] = {
+    &gpu_ids_service_impl,
+};
+
+static atomic_uint64_t total_batches = 0;
+static atomic_uint64_t total_packets = 0;
+static atomic_uint64_t total_dropped = 0;
+static atomic_uint64_t total_bytes = 0;
+
+static const struct gpu_service_impl *
+gpu_actions_find(enum gpu_service_type type)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(services); i++) {
+        if (services[i]->type == type) {
+            return services[i];
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- Parse. */
+
+static uint16_t
+get_be16(const uint8_t *p)
+{
+    return (p[0] << 8) | p[1];
+}
+
+/* Parses the IPv4 or IPv6 packet at 'd' + 'ofs' ('end' bytes in all). */
+static void
+parse_ip(const uint8_t *d, size_t ofs, size_t end, bool ipv6,
+         struct gpu_service_packet *p)
+{
+    size_t l4, stop;
+    uint8_t proto;
+
+    if (!ipv6) {
+        if (end - ofs < 20 || (d[ofs] >> 4) != 4) {
+            return;
+        }
+        size_t ihl = (d[ofs] & 0xf) * 4;
+        size_t tot_len = get_be16(d + ofs + 2);
+        if (ihl < 20 || tot_len < ihl || tot_len > end - ofs) {
+            return;
+        }
+        if (get_be16(d + ofs + 6) & 0x1fff) {
+            return;             /* A later fragment: no L4 header. */
+        }
+        proto = d[ofs + 9];
+        l4 = ofs + ihl;
+        stop = ofs + tot_len;   /* Without Ethernet padding. */
+    } else {
+        if (end - ofs < 40 || (d[ofs] >> 4) != 6) {
+            return;
+        }
+        stop = ofs + 40 + get_be16(d + ofs + 4);
+        if (stop > end) {
+            return;
+        }
+        proto = d[ofs + 6];
+        l4 = ofs + 40;
+        /* Extension headers: hop-by-hop, routing, destination options and
+         * fragment (a later fragment has no L4 header). */
+        for (int i = 0; i < 8; i++) {
+            if (proto == 0 || proto == 43 || proto == 60) {
+                if (stop - l4 < 8) {
+                    return;
+                }
+                size_t len = (d[l4 + 1] + 1) * 8;
+                if (stop - l4 < len) {
+                    return;
+                }
+                proto = d[l4];
+                l4 += len;
+            } else if (proto == 44) {
+                if (stop - l4 < 8 || get_be16(d + l4 + 2) & 0xfff8) {
+                    return;
+                }
+                proto = d[l4];
+                l4 += 8;
+            } else {
+                break;
+            }
+        }
+    }
+
+    p->is_ip = true;
+    p->is_ipv6 = ipv6;
+    p->ip_proto = proto;
+    p->l3_ofs = ofs;
+    p->l4_ofs = l4;
+    p->payload_ofs = l4;
+    if (proto == IPPROTO_TCP && stop - l4 >= 20) {
+        size_t doff = (d[l4 + 12] >> 4) * 4;
+        p->sport = get_be16(d + l4);
+        p->dport = get_be16(d + l4 + 2);
+        p->payload_ofs = doff >= 20 && doff <= stop - l4 ? l4 + doff : stop;
+    } else if (proto == IPPROTO_UDP && stop - l4 >= 8) {
+        p->sport = get_be16(d + l4);
+        p->dport = get_be16(d + l4 + 2);
+        p->payload_ofs = l4 + 8;
+    } else if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+        p->payload_ofs = stop;  /* Truncated header: nothing to scan. */
+    }
+    p->payload_len = stop - p->payload_ofs;
+}
+
+void
+gpu_service_parse_packet(struct dp_packet *packet,
+                         struct gpu_service_packet *p)
+{
+    const uint8_t *d = dp_packet_data(packet);
+    size_t size = dp_packet_size(packet);
+    ovs_be32 packet_type = packet->packet_type;
+
+    memset(p, 0, sizeof *p);
+    p->packet = packet;
+    if (size > UINT16_MAX) {
+        /* Offsets are 16 bits, like dp_packet's own; such packets (TSO)
+         * are not scanned. */
+        return;
+    }
+    if (packet_type == htonl(PT_IPV4)) {
+        parse_ip(d, 0, size, false, p);
+    } else if (packet_type == htonl(PT_IPV6)) {
+        parse_ip(d, 0, size, true, p);
+    } else if (packet_type == htonl(PT_ETH) && size >= 14) {
+        size_t ofs = 12;
+        uint16_t type = get_be16(d + ofs);
+
+        for (int i = 0; i < 2 && (type == ETH_TYPE_VLAN_8021Q
+                                  || type == ETH_TYPE_VLAN_8021AD); i++) {
+            if (size - ofs < 6) {
+                return;
+            }
+            ofs += 4;
+            type = get_be16(d + ofs);
+        }
+        ofs += 2;
+        if (type == ETH_TYPE_IP) {
+            parse_ip(d, ofs, size, false, p);
+        } else if (type == ETH_TYPE_IPV6) {
+            parse_ip(d, ofs, size, true, p);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ Arguments. */
+
+char *
+gpu_service_args_split(const char *args, const char *const keys[],
+                       const char *values[], char *buf, size_t buf_size)
+{
+    size_t n_keys = 0;
+    char *item, *save_ptr = NULL;
+
+    while (keys[n_keys]) {
+        values[n_keys++] = NULL;
+    }
+    if (strlen(args) >= buf_size) {
+        return xstrdup("arguments too long");
+    }
+    strcpy(buf, args);
+    for (item = strtok_r(buf, ",", &save_ptr); item;
+         item = strtok_r(NULL, ",", &save_ptr)) {
+        char *eq = strchr(item, '=');
+        size_t name_len = eq ? eq - item : strlen(item);
+        size_t i;
+
+        for (i = 0; i < n_keys; i++) {
+            size_t key_len = strcspn(keys[i], "=");
+            bool takes_value = keys[i][key_len] == '=';
+
+            if (key_len == name_len && !strncmp(keys[i], item, name_len)) {
+                if (takes_value != (eq != NULL)) {
+                    return xasprintf(takes_value
+                                     ? "\"%.*s\" needs a value"
+                                     : "\"%.*s\" takes no value",
+                                     (int) name_len, item);
+                }
+                if (values[i]) {
+                    return xasprintf("\"%.*s\" given twice",
+                                     (int) name_len, item);
+                }
+                values[i] = eq ? eq + 1 : "";
+                break;
+            }
+        }
+        if (i == n_keys) {
+            return xasprintf("unknown argument \"%.*s\"",
+                             (int) name_len, item);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- Executor. */
+
+/* A thread's pinned staging buffer for the payloads of one batch. */
+struct gpu_actions_staging {
+    uint8_t *data;
+    size_t size;
+};
+
+static ovsthread_key_t staging_key;
+
+static void
+staging_destroy(void *staging_)
+{
+    struct gpu_actions_staging *staging = staging_;
+
+    if (staging) {
+        gpu_host_free(staging->data);
+        free(staging);
+    }
+}
+
+/* Returns this thread's staging buffer with room for 'size' bytes, or NULL
+ * if memory ran out. */
+static uint8_t *
+staging_get(size_t size)
+{
+    struct gpu_actions_staging *staging = ovsthread_getspecific(staging_key);
+
+    if (!staging) {
+        staging = xzalloc(sizeof *staging);
+        ovsthread_setspecific(staging_key, staging);
+    }
+    if (staging->size < size) {
+        size_t new_size = MAX(size, NETDEV_MAX_BURST * 2048);
+
+        gpu_host_free(staging->data);
+        staging->data = gpu_host_alloc(new_size);
+        staging->size = staging->data ? new_size : 0;
+    }
+    return staging->data;
+}
+
+static void
+gpu_actions_execute(enum gpu_service_type type, const char *args,
+                    struct dp_packet_batch *batch, bool may_steal)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    const struct gpu_service_impl *impl = gpu_actions_find(type);
+    struct gpu_service_batch sb;
+    struct dp_packet *packet;
+    size_t total = 0;
+    size_t n_dropped = 0;
+    uint8_t *data;
+
+    if (!impl) {
+        VLOG_WARN_RL(&rl, "%s: service not built into this ovs-vswitchd; "
+                     "packets pass", gpu_service_type_to_string(type));
+        return;
+    }
+
+    sb.n = dp_packet_batch_size(batch);
+    DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
+        gpu_service_parse_packet(packet, &sb.pkts[i]);
+        total += sb.pkts[i].payload_len;
+        sb.verdicts[i] = GPU_SERVICE_PASS;
+    }
+
+    /* One copy in: every payload into the pinned buffer, back to back. */
+    data = staging_get(total);
+    if (!data) {
+        VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of staging; "
+                     "packets pass", gpu_service_type_to_string(type),
+                     total);
+        return;
+    }
+    sb.data = data;
+    sb.offsets[0] = 0;
+    for (size_t i = 0; i < sb.n; i++) {
+        const struct gpu_service_packet *p = &sb.pkts[i];
+
+        memcpy(data + sb.offsets[i],
+               (const uint8_t *) dp_packet_data(p->packet) + p->payload_ofs,
+               p->payload_len);
+        sb.offsets[i + 1] = sb.offsets[i] + p->payload_len;
+    }
+
+    impl->run(args, &sb);
+
+    const size_t cnt = dp_packet_batch_size(batch);
+    size_t i;
+
+    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, batch) {
+        if (sb.verdicts[i] == GPU_SERVICE_DROP) {
+            n_dropped++;
+            if (may_steal) {
+                dp_packet_delete(packet);
+            }
+        } else {
+            dp_packet_batch_refill(batch, packet, i);
+        }
+    }
+
+    counter_add(&total_batches, 1);
+    counter_add(&total_packets, sb.n);
+    counter_add(&total_dropped, n_dropped);
+    counter_add(&total_bytes, total);
+}
+
+static char *
+gpu_actions_check(enum gpu_service_type type, const char *args)
+{
+    const struct gpu_service_impl *impl = gpu_actions_find(type);
+
+    if (!impl) {
+        return xasprintf("%s is not built into this ovs-vswitchd",
+                         gpu_service_type_to_string(type));
+    }
+    return impl->check(args);
+}
+
+void
+gpu_service_get_totals(struct gpu_service_totals *t)
+{
+    atomic_read_relaxed(&total_batches, &t->n_batches);
+    atomic_read_relaxed(&total_packets, &t->n_packets);
+    atomic_read_relaxed(&total_dropped, &t->n_dropped);
+    atomic_read_relaxed(&total_bytes, &t->n_bytes_staged);
+}
+
+static const struct gpu_service_provider gpu_actions_provider = {
+    .name = "ovs-gpu",
+    .check = gpu_actions_check,
+    .execute = gpu_actions_execute,
+};
+
+OVS_CONSTRUCTOR(gpu_actions_register) {
+    ovsthread_key_create(&staging_key, staging_destroy);
+    gpu_service_provider_register(&gpu_actions_provider);
+}

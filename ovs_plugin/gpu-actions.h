@@ -1,0 +1,112 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+#ifndef OVS_GPU_ACTIONS_H
+#define OVS_GPU_ACTIONS_H 1
+
+/* The executor of GPU service actions (gpu_ids, re_encode, ...).
+ *
+ * dpif-netdev hands each datapath batch that meets a GPU service action to
+ * the executor (lib/gpu-service.h in the patched OVS).  The executor parses
+ * every packet's headers once, packs the L4 payloads back to back into a
+ * per-thread pinned staging buffer (one copy in), hands the whole batch to
+ * the service in one call, applies the verdicts (pass or drop) and counts.
+ * A service never sees a dp_packet: it sees a struct gpu_service_batch.
+ *
+ * Each service is a struct gpu_service_impl; adding one is adding an
+ * implementation and a line in gpu-actions.c's table. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dp-packet.h"
+#include "gpu-service.h"
+
+/* What the executor found in one packet. */
+struct gpu_service_packet {
+    struct dp_packet *packet;
+    bool is_ip;                 /* IPv4 or IPv6, not a later fragment. */
+    bool is_ipv6;
+    uint8_t ip_proto;           /* IPPROTO_*, if 'is_ip'. */
+    uint16_t sport, dport;      /* TCP/UDP ports, host order, else 0. */
+    uint16_t l3_ofs;            /* Offset of the IP header. */
+    uint16_t l4_ofs;            /* Offset of the L4 header. */
+    uint16_t payload_ofs;       /* Offset of the L4 payload (TCP/UDP) or
+                                 * of the IP payload (other protocols). */
+    uint32_t payload_len;
+};
+
+enum gpu_service_verdict {
+    GPU_SERVICE_PASS,
+    GPU_SERVICE_DROP,
+};
+
+/* A datapath batch as a service sees it. */
+struct gpu_service_batch {
+    size_t n;
+    struct gpu_service_packet pkts[NETDEV_MAX_BURST];
+
+    /* The payloads of 'pkts', back to back in pinned memory: packet i is
+     * data[offsets[i]] to data[offsets[i + 1]] (empty if not IP). */
+    const uint8_t *data;
+    uint32_t offsets[NETDEV_MAX_BURST + 1];
+
+    /* Set by the service; all GPU_SERVICE_PASS on entry. */
+    enum gpu_service_verdict verdicts[NETDEV_MAX_BURST];
+};
+
+struct gpu_service_impl {
+    enum gpu_service_type type;
+
+    /* Checks the arguments of an action in a flow being added: NULL if
+     * good, else a malloc()'d reason (the flow is refused). */
+    char *(*check)(const char *args);
+
+    /* Runs the service on 'batch' and sets its verdicts.  Errors of its
+     * own (device, missing configuration) must leave packets passing, and
+     * be counted and logged by the service. */
+    void (*run)(const char *args, struct gpu_service_batch *batch);
+};
+
+/* The GPU services: gpu-ids-service.c, ... */
+extern const struct gpu_service_impl gpu_ids_service_impl;
+
+/* Parses 'packet' into 'p' (which keeps a pointer to it). */
+void gpu_service_parse_packet(struct dp_packet *packet,
+                              struct gpu_service_packet *p);
+
+/* Parses a service's arguments "key=value,flag,..." (already checked for
+ * syntax by OVS) against 'keys', a NULL-terminated list of the keys the
+ * service knows, each written "name=" if it takes a value and "name" if it
+ * is a flag.  Stores the values, in the order of 'keys', in 'values' (NULL
+ * for a missing key, "" for a flag that is present), pointing into
+ * 'buf' (a copy of 'args' of 'buf_size' bytes).  Returns NULL, or a
+ * malloc()'d message naming the first bad item. */
+char *gpu_service_args_split(const char *args, const char *const keys[],
+                             const char *values[], char *buf,
+                             size_t buf_size);
+
+/* Executor totals, for gpu/show. */
+struct gpu_service_totals {
+    uint64_t n_batches;
+    uint64_t n_packets;
+    uint64_t n_dropped;
+    uint64_t n_bytes_staged;
+};
+void gpu_service_get_totals(struct gpu_service_totals *);
+
+#endif /* gpu-actions.h */

@@ -1,0 +1,608 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/* The gpu_ids service: gpu_ids(ruleset=NAME[,alert]).
+ *
+ * Rulesets come from OVSDB, other_config:gpu-ids-ruleset-NAME=PATH[,partial]
+ * [,commented], so they survive restarts.  Each is loaded into a
+ * gpu_ids_ruleset and a matcher on the plugin's backend (CUDA or CPU).  A
+ * ruleset that fails to load is reported and the previous one, if any,
+ * stays in service.
+ *
+ * The PMD threads find a ruleset by name in an RCU cmap; a reload replaces
+ * the entry and frees the old one after a grace period, so the fast path
+ * takes no lock of ours (the matcher's batch pool has a short one). */
+
+#include <config.h>
+
+#include "ovs_plugin/gpu-ids-service.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmap.h"
+#include "hash.h"
+#include "openvswitch/dynamic-string.h"
+#include "openvswitch/shash.h"
+#include "openvswitch/vlog.h"
+#include "ovs-atomic.h"
+#include "ovs-rcu.h"
+#include "ovs-thread.h"
+#include "smap.h"
+#include "timeval.h"
+#include "unixctl.h"
+#include "util.h"
+
+#include "gpu_services/ids/gpu-ids.h"
+#include "ovs_plugin/gpu-actions.h"
+
+VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
+
+/* Adds 'n' to a statistics counter shared between threads. */
+static inline void
+counter_add(atomic_uint64_t *counter, uint64_t n)
+{
+    uint64_t orig;
+
+    atomic_add_relaxed(counter, n, &orig);
+}
+
+#define RULESET_KEY_PREFIX "gpu-ids-ruleset-"
+
+/* A loaded ruleset, as the PMD threads see it. */
+struct ids_ruleset {
+    struct cmap_node node;      /* In 'rulesets', by hash of 'name'. */
+    char *name;
+    char *config;               /* other_config value it was loaded from. */
+    char *path;
+    bool partial, commented;
+    long long int loaded_ms;    /* Wall clock. */
+
+    struct gpu_ids_ruleset *rs;
+    struct gpu_ids_matcher *matcher;
+
+    atomic_uint64_t n_packets;  /* Packets scanned. */
+    atomic_uint64_t n_bytes;    /* Payload bytes scanned. */
+    atomic_uint64_t n_matched;  /* Packets that matched a rule. */
+    atomic_uint64_t n_dropped;  /* ...and were dropped. */
+    atomic_uint64_t n_alerts;   /* ...and only recorded ('alert'). */
+    atomic_uint64_t n_errors;   /* Batches that failed: packets passed. */
+    atomic_uint64_t n_not_ip;   /* Packets with nothing to scan. */
+};
+
+/* Loaded rulesets, for the PMD threads. */
+static struct cmap rulesets = CMAP_INITIALIZER;
+
+/* Guards changes to 'rulesets' and the main thread's state below. */
+static struct ovs_mutex ids_mutex = OVS_MUTEX_INITIALIZER;
+
+/* The other_config values seen, by ruleset name, loaded or not, so that a
+ * file that failed to load is not retried on every database change. */
+static struct shash seen_config OVS_GUARDED_BY(ids_mutex)
+    = SHASH_INITIALIZER(&seen_config);
+
+/* Settings for new matchers. */
+static bool use_cuda OVS_GUARDED_BY(ids_mutex);
+static int cuda_device OVS_GUARDED_BY(ids_mutex);
+
+/* Packets that met a gpu_ids action whose ruleset is not loaded. */
+static atomic_uint64_t n_unscanned = 0;
+
+static struct ids_ruleset *
+ids_ruleset_find(const char *name)
+{
+    struct ids_ruleset *r;
+
+    CMAP_FOR_EACH_WITH_HASH (r, node, hash_string(name, 0), &rulesets) {
+        if (!strcmp(r->name, name)) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void
+ids_ruleset_destroy(struct ids_ruleset *r)
+{
+    if (r) {
+        gpu_ids_matcher_destroy(r->matcher);
+        gpu_ids_ruleset_destroy(r->rs);
+        free(r->name);
+        free(r->config);
+        free(r->path);
+        free(r);
+    }
+}
+
+/* Parses "PATH[,partial][,commented]" into 'r'. */
+static char *
+ids_parse_config(const char *value, struct ids_ruleset *r)
+{
+    char *copy = xstrdup(value);
+    char *save_ptr = NULL;
+    char *item = strtok_r(copy, ",", &save_ptr);
+    char *error = NULL;
+
+    if (!item || item[0] != '/') {
+        error = xasprintf("\"%s\": expected an absolute path to a rule "
+                          "file, then optionally \",partial\" and "
+                          "\",commented\"", value);
+        goto out;
+    }
+    r->path = xstrdup(item);
+    while ((item = strtok_r(NULL, ",", &save_ptr))) {
+        bool *flag = (!strncmp(item, "partial", 7) ? &r->partial
+                      : !strncmp(item, "commented", 9) ? &r->commented
+                      : NULL);
+        const char *rest = flag ? item + strcspn(item, "=") : NULL;
+
+        if (!flag || (*rest && strcmp(rest, "=true") && strcmp(rest, "=false"))
+            || (!*rest && strcmp(item, "partial")
+                && strcmp(item, "commented"))) {
+            error = xasprintf("\"%s\": unknown option \"%s\" (known: "
+                              "partial, commented)", value, item);
+            goto out;
+        }
+        *flag = strcmp(rest, "=false") != 0;
+    }
+out:
+    free(copy);
+    return error;
+}
+
+/* Loads ruleset 'name' from other_config 'value'.  Returns it, or NULL
+ * with a message in '*errorp'. */
+static struct ids_ruleset *
+ids_ruleset_load(const char *name, const char *value, char **errorp)
+    OVS_REQUIRES(ids_mutex)
+{
+    struct ids_ruleset *r = xzalloc(sizeof *r);
+    struct gpu_ids_load_options opts;
+    struct gpu_ids_matcher_config mcfg;
+    char err[256];
+    int error;
+
+    r->name = xstrdup(name);
+    r->config = xstrdup(value);
+    *errorp = ids_parse_config(value, r);
+    if (*errorp) {
+        ids_ruleset_destroy(r);
+        return NULL;
+    }
+
+    memset(&opts, 0, sizeof opts);
+    opts.partial = r->partial;
+    opts.commented = r->commented;
+    error = gpu_ids_ruleset_load_file(r->path, &opts, &r->rs, err,
+                                      sizeof err);
+    if (error) {
+        *errorp = xstrdup(err);     /* It names the file. */
+        ids_ruleset_destroy(r);
+        return NULL;
+    }
+
+    gpu_ids_matcher_config_init(&mcfg);
+    mcfg.backend = use_cuda ? GPU_IDS_BACKEND_CUDA : GPU_IDS_BACKEND_CPU;
+    mcfg.device = cuda_device;
+    mcfg.remap = true;
+    error = gpu_ids_matcher_create(r->rs, &mcfg, &r->matcher);
+    if (error && use_cuda) {
+        /* The device refused (memory, say): the CPU still does the job. */
+        VLOG_WARN("ruleset %s: CUDA matcher failed (%s); using the CPU",
+                  name, gpu_status_string(error));
+        mcfg.backend = GPU_IDS_BACKEND_CPU;
+        error = gpu_ids_matcher_create(r->rs, &mcfg, &r->matcher);
+    }
+    if (error) {
+        *errorp = xasprintf("%s: matcher: %s", r->path,
+                            gpu_status_string(error));
+        ids_ruleset_destroy(r);
+        return NULL;
+    }
+    r->loaded_ms = time_wall_msec();
+    return r;
+}
+
+/* Puts 'r' in service in place of any ruleset of the same name. */
+static void
+ids_ruleset_install(struct ids_ruleset *r)
+    OVS_REQUIRES(ids_mutex)
+{
+    struct ids_ruleset *old = ids_ruleset_find(r->name);
+    uint32_t hash = hash_string(r->name, 0);
+
+    if (old) {
+        cmap_replace(&rulesets, &old->node, &r->node, hash);
+        ovsrcu_postpone(ids_ruleset_destroy, old);
+    } else {
+        cmap_insert(&rulesets, &r->node, hash);
+    }
+}
+
+static void
+ids_ruleset_log_loaded(const struct ids_ruleset *r, const char *verb)
+{
+    struct gpu_ids_ruleset_stats st;
+
+    gpu_ids_ruleset_get_stats(r->rs, &st);
+    VLOG_INFO("ruleset %s %s from %s: %"PRIu32" rules loaded (%"PRIu32
+              " on contents alone), %"PRIu32" skipped; %s backend",
+              r->name, verb, r->path, st.n_loaded, st.n_partial,
+              st.n_skipped,
+              gpu_ids_backend_name(gpu_ids_matcher_backend(r->matcher)));
+}
+
+void
+gpu_ids_service_set_config(const struct smap *other_config)
+{
+    struct smap_node *node;
+    struct shash_node *snode;
+
+    ovs_mutex_lock(&ids_mutex);
+    /* New and changed rulesets. */
+    SMAP_FOR_EACH (node, other_config) {
+        const char *name;
+        char *error;
+
+        if (strncmp(node->key, RULESET_KEY_PREFIX,
+                    strlen(RULESET_KEY_PREFIX))) {
+            continue;
+        }
+        name = node->key + strlen(RULESET_KEY_PREFIX);
+        const char *seen = shash_find_data(&seen_config, name);
+        if (seen && !strcmp(seen, node->value)) {
+            continue;
+        }
+        free(shash_replace(&seen_config, name, xstrdup(node->value)));
+
+        if (!name[0]) {
+            VLOG_WARN("other_config:%s: the ruleset needs a name after "
+                      "\"%s\"", node->key, RULESET_KEY_PREFIX);
+            continue;
+        }
+        struct ids_ruleset *r = ids_ruleset_load(name, node->value, &error);
+        if (!r) {
+            struct ids_ruleset *old = ids_ruleset_find(name);
+            VLOG_WARN("other_config:%s: %s; %s", node->key, error,
+                      old ? "keeping the previous ruleset"
+                          : "the ruleset is not loaded");
+            free(error);
+            continue;
+        }
+        ids_ruleset_log_loaded(r, seen ? "reloaded" : "loaded");
+        ids_ruleset_install(r);
+    }
+    /* Removed rulesets. */
+    SHASH_FOR_EACH_SAFE (snode, &seen_config) {
+        char *key = xasprintf(RULESET_KEY_PREFIX "%s", snode->name);
+        if (!smap_get(other_config, key)) {
+            struct ids_ruleset *r = ids_ruleset_find(snode->name);
+            if (r) {
+                cmap_remove(&rulesets, &r->node, hash_string(r->name, 0));
+                ovsrcu_postpone(ids_ruleset_destroy, r);
+                VLOG_INFO("ruleset %s removed", snode->name);
+            }
+            free(snode->data);
+            shash_delete(&seen_config, snode);
+        }
+        free(key);
+    }
+    ovs_mutex_unlock(&ids_mutex);
+}
+
+void
+gpu_ids_service_set_backend(bool cuda, int device)
+{
+    ovs_mutex_lock(&ids_mutex);
+    use_cuda = cuda;
+    cuda_device = device;
+    ovs_mutex_unlock(&ids_mutex);
+}
+
+/* ------------------------------------------------------------ The action. */
+
+static const char *const ids_keys[] = { "ruleset=", "alert", NULL };
+enum { IDS_KEY_RULESET, IDS_KEY_ALERT };
+
+static char *
+ids_check(const char *args)
+{
+    const char *values[ARRAY_SIZE(ids_keys)];
+    char buf[GPU_SERVICE_ARGS_MAX + 1];
+    char *error = gpu_service_args_split(args, ids_keys, values, buf,
+                                         sizeof buf);
+    if (!error && !values[IDS_KEY_RULESET]) {
+        error = xstrdup("gpu_ids needs ruleset=NAME");
+    }
+    if (!error) {
+        ovs_mutex_lock(&ids_mutex);
+        if (!ids_ruleset_find(values[IDS_KEY_RULESET])) {
+            /* Allowed: the ruleset may be configured after the flow. */
+            VLOG_WARN("gpu_ids: ruleset %s is not loaded yet (set "
+                      "other_config:" RULESET_KEY_PREFIX "%s); until it is, "
+                      "packets pass unscanned", values[IDS_KEY_RULESET],
+                      values[IDS_KEY_RULESET]);
+        }
+        ovs_mutex_unlock(&ids_mutex);
+    }
+    return error;
+}
+
+static void
+ids_log_alert(const struct ids_ruleset *r, const struct gpu_service_packet *p,
+              const struct gpu_ids_verdict *v, bool dropped)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(10, 50);
+    struct gpu_ids_rule_info info;
+    const uint8_t *d = dp_packet_data(p->packet);
+    char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+
+    if (VLOG_DROP_WARN(&rl)) {
+        return;
+    }
+    if (!gpu_ids_rule_get(r->rs, v->rule, &info)) {
+        info.msg = "";
+    }
+    if (p->is_ipv6) {
+        inet_ntop(AF_INET6, d + p->l3_ofs + 8, src, sizeof src);
+        inet_ntop(AF_INET6, d + p->l3_ofs + 24, dst, sizeof dst);
+    } else {
+        inet_ntop(AF_INET, d + p->l3_ofs + 12, src, sizeof src);
+        inet_ntop(AF_INET, d + p->l3_ofs + 16, dst, sizeof dst);
+    }
+    VLOG_WARN("gpu_ids %s: sid %"PRIu32" \"%s\": proto %u %s.%u > %s.%u "
+              "(%s)", r->name, v->sid, info.msg, p->ip_proto, src, p->sport,
+              dst, p->dport, dropped ? "dropped" : "alert");
+}
+
+static void
+ids_run(const char *args, struct gpu_service_batch *b)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    const char *values[ARRAY_SIZE(ids_keys)];
+    char buf[GPU_SERVICE_ARGS_MAX + 1];
+    struct gpu_ids_pkt_hdr hdrs[NETDEV_MAX_BURST];
+    struct gpu_ids_verdict verdicts[NETDEV_MAX_BURST];
+    struct ids_ruleset *r;
+    uint64_t n_not_ip = 0, n_matched = 0, n_dropped = 0;
+    char *error;
+    bool alert;
+    int status;
+
+    error = gpu_service_args_split(args, ids_keys, values, buf, sizeof buf);
+    if (error || !values[IDS_KEY_RULESET]) {
+        /* check() refused such flows: only dpctl gets here. */
+        VLOG_WARN_RL(&rl, "gpu_ids(%s): %s; packets pass", args,
+                     error ? error : "no ruleset");
+        free(error);
+        return;
+    }
+    alert = values[IDS_KEY_ALERT] != NULL;
+    r = ids_ruleset_find(values[IDS_KEY_RULESET]);
+    if (!r) {
+        counter_add(&n_unscanned, b->n);
+        VLOG_WARN_RL(&rl, "gpu_ids: ruleset %s is not loaded; packets pass "
+                     "unscanned", values[IDS_KEY_RULESET]);
+        return;
+    }
+
+    for (size_t i = 0; i < b->n; i++) {
+        const struct gpu_service_packet *p = &b->pkts[i];
+
+        memset(&hdrs[i], 0, sizeof hdrs[i]);
+        hdrs[i].proto = p->ip_proto;
+        hdrs[i].sport = p->sport;
+        hdrs[i].dport = p->dport;
+        n_not_ip += !p->is_ip;
+    }
+    status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
+                           verdicts);
+    if (status) {
+        counter_add(&r->n_errors, 1);
+        VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
+                     " packets pass", r->name, gpu_status_string(status),
+                     b->n);
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->pkts[i].is_ip || !verdicts[i].n_matches) {
+            continue;
+        }
+        n_matched++;
+        if (!alert) {
+            b->verdicts[i] = GPU_SERVICE_DROP;
+            n_dropped++;
+        }
+        ids_log_alert(r, &b->pkts[i], &verdicts[i], !alert);
+    }
+    counter_add(&r->n_packets, b->n - n_not_ip);
+    counter_add(&r->n_bytes, b->offsets[b->n]);
+    counter_add(&r->n_not_ip, n_not_ip);
+    counter_add(&r->n_matched, n_matched);
+    counter_add(&r->n_dropped, n_dropped);
+    counter_add(&r->n_alerts, n_matched - n_dropped);
+}
+
+const struct gpu_service_impl gpu_ids_service_impl = {
+    .type = GPU_SERVICE_IDS,
+    .check = ids_check,
+    .run = ids_run,
+};
+
+/* -------------------------------------------------------------- appctl. */
+
+static uint64_t
+read_counter(atomic_uint64_t *counter)
+{
+    uint64_t value;
+
+    atomic_read_relaxed(counter, &value);
+    return value;
+}
+
+static void
+ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
+{
+    struct gpu_ids_ruleset_stats st;
+    struct gpu_ids_matcher_stats ms;
+    uint32_t n_rules = gpu_ids_ruleset_n_rules(r->rs);
+    uint64_t *counts = xcalloc(n_rules + 1, sizeof *counts);
+    double secs = MAX(1, time_wall_msec() - r->loaded_ms) / 1000.0;
+    uint64_t n_bytes = read_counter(&r->n_bytes);
+
+    gpu_ids_ruleset_get_stats(r->rs, &st);
+    gpu_ids_matcher_get_stats(r->matcher, &ms);
+    ds_put_format(s, "ruleset %s: %s%s%s\n", r->name, r->path,
+                  r->partial ? " (partial)" : "",
+                  r->commented ? " (commented rules too)" : "");
+    ds_put_format(s, "  backend: %s, loaded %.0f s ago\n",
+                  gpu_ids_backend_name(ms.backend), secs);
+    ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
+                  "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
+                  st.n_skipped);
+    for (int i = 0; i < GPU_IDS_SKIP_N_REASONS; i++) {
+        if (st.n_skipped_by[i]) {
+            ds_put_format(s, "    skipped, %s: %"PRIu32"\n",
+                          gpu_ids_skip_reason_name(i), st.n_skipped_by[i]);
+        }
+    }
+    ds_put_format(s, "  automaton: %"PRIu32" patterns, %"PRIu32" states\n",
+                  st.n_patterns, st.n_states);
+    ds_put_format(s, "  packets scanned: %"PRIu64" (%"PRIu64" bytes), "
+                  "not IP: %"PRIu64"\n", read_counter(&r->n_packets),
+                  n_bytes, read_counter(&r->n_not_ip));
+    ds_put_format(s, "  matched: %"PRIu64", dropped: %"PRIu64", alerts: %"
+                  PRIu64"\n", read_counter(&r->n_matched),
+                  read_counter(&r->n_dropped), read_counter(&r->n_alerts));
+    ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
+                  "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
+    ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
+                  n_bytes * 8 / secs / 1e6);
+    if (!gpu_ids_matcher_rule_counts(r->matcher, counts, n_rules + 1)) {
+        bool any = false;
+        for (uint32_t i = 0; i < n_rules; i++) {
+            struct gpu_ids_rule_info info;
+            if (counts[i] && gpu_ids_rule_get(r->rs, i, &info)) {
+                if (!any) {
+                    ds_put_cstr(s, "  matches by sid:\n");
+                    any = true;
+                }
+                ds_put_format(s, "    sid %"PRIu32": %"PRIu64" \"%s\"\n",
+                              info.sid, counts[i], info.msg);
+            }
+        }
+    }
+    free(counts);
+}
+
+static int
+compare_rulesets(const void *a_, const void *b_)
+{
+    const struct ids_ruleset *const *a = a_;
+    const struct ids_ruleset *const *b = b_;
+
+    return strcmp((*a)->name, (*b)->name);
+}
+
+static void
+gpu_ids_show_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
+                 void *aux OVS_UNUSED)
+{
+    struct ds s = DS_EMPTY_INITIALIZER;
+    struct ids_ruleset **list;
+    struct ids_ruleset *r;
+    size_t n = 0;
+
+    ovs_mutex_lock(&ids_mutex);
+    list = xmalloc((cmap_count(&rulesets) + 1) * sizeof *list);
+    CMAP_FOR_EACH (r, node, &rulesets) {
+        if (argc < 2 || !strcmp(r->name, argv[1])) {
+            list[n++] = r;
+        }
+    }
+    if (argc >= 2 && !n) {
+        ovs_mutex_unlock(&ids_mutex);
+        free(list);
+        unixctl_command_reply_error(conn, "no such ruleset");
+        return;
+    }
+    qsort(list, n, sizeof *list, compare_rulesets);
+    for (size_t i = 0; i < n; i++) {
+        ids_format_ruleset(&s, list[i]);
+    }
+    if (argc < 2) {
+        ds_put_format(&s, "packets passed unscanned (ruleset not loaded): "
+                      "%"PRIu64"\n", read_counter(&n_unscanned));
+    }
+    ovs_mutex_unlock(&ids_mutex);
+    free(list);
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
+/* Reloads rulesets from their files (after the files changed). */
+static void
+gpu_ids_reload_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
+                   void *aux OVS_UNUSED)
+{
+    struct ds s = DS_EMPTY_INITIALIZER;
+    struct shash_node *snode;
+    bool failed = false, found = false;
+
+    ovs_mutex_lock(&ids_mutex);
+    SHASH_FOR_EACH (snode, &seen_config) {
+        struct ids_ruleset *r;
+        char *error;
+
+        if (argc >= 2 && strcmp(snode->name, argv[1])) {
+            continue;
+        }
+        found = true;
+        r = ids_ruleset_load(snode->name, snode->data, &error);
+        if (r) {
+            ids_ruleset_log_loaded(r, "reloaded");
+            ids_ruleset_install(r);
+            ds_put_format(&s, "%s: reloaded\n", snode->name);
+        } else {
+            ds_put_format(&s, "%s: %s; keeping the previous ruleset\n",
+                          snode->name, error);
+            VLOG_WARN("ruleset %s: %s; keeping the previous ruleset",
+                      snode->name, error);
+            free(error);
+            failed = true;
+        }
+    }
+    ovs_mutex_unlock(&ids_mutex);
+    if (!found) {
+        unixctl_command_reply_error(conn, "no such ruleset");
+    } else if (failed) {
+        unixctl_command_reply_error(conn, ds_cstr(&s));
+    } else {
+        unixctl_command_reply(conn, ds_cstr(&s));
+    }
+    ds_destroy(&s);
+}
+
+void
+gpu_ids_service_init(void)
+{
+    unixctl_command_register("gpu-ids/show", "[ruleset]", 0, 1,
+                             gpu_ids_show_cmd, NULL);
+    unixctl_command_register("gpu-ids/reload", "[ruleset]", 0, 1,
+                             gpu_ids_reload_cmd, NULL);
+}
