@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <time.h>
 
 #include "dp-packet.h"
 #include "openvswitch/vlog.h"
@@ -52,6 +53,16 @@ static atomic_uint64_t total_batches = 0;
 static atomic_uint64_t total_packets = 0;
 static atomic_uint64_t total_dropped = 0;
 static atomic_uint64_t total_bytes = 0;
+static atomic_uint64_t total_run_ns = 0;
+
+static uint64_t
+monotonic_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * UINT64_C(1000000000) + ts.tv_nsec;
+}
 
 static const struct gpu_service_impl *
 gpu_actions_find(enum gpu_service_type type)
@@ -326,7 +337,9 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         sb.offsets[i + 1] = sb.offsets[i] + p->payload_len;
     }
 
+    uint64_t start_ns = monotonic_ns();
     impl->run(args, &sb);
+    counter_add(&total_run_ns, monotonic_ns() - start_ns);
 
     const size_t cnt = dp_packet_batch_size(batch);
     size_t i;
@@ -367,6 +380,7 @@ gpu_service_get_totals(struct gpu_service_totals *t)
     atomic_read_relaxed(&total_packets, &t->n_packets);
     atomic_read_relaxed(&total_dropped, &t->n_dropped);
     atomic_read_relaxed(&total_bytes, &t->n_bytes_staged);
+    atomic_read_relaxed(&total_run_ns, &t->run_ns);
 }
 
 static const struct gpu_service_provider gpu_actions_provider = {

@@ -106,6 +106,7 @@ struct gpu_service_totals {
     uint64_t n_packets;
     uint64_t n_dropped;
     uint64_t n_bytes_staged;
+    uint64_t run_ns;            /* Time spent in the services' run(). */
 };
 void gpu_service_get_totals(struct gpu_service_totals *);
 

@@ -4,7 +4,7 @@
 # Run from the repository root by the device tool, with the generated
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
-#   scripts/device-run.sh [build|test|bench|switch-bench]...
+#   scripts/device-run.sh [build|test|bench|switch-bench|ids-switch-bench]...
 #                                                   (default: build test)
 #
 # switch-bench runs scripts/bench-dpcls-switch.sh with the OVS programs of
@@ -81,6 +81,21 @@ switch-bench)
             --masks "${SWITCH_BENCH_MASKS:-1 8 32 128 512}" \
             --out "$OUT/switch-bench-$alg.txt" 2>&1 | tee -a "$OUT/switch-bench.log"
     done
+    ;;
+ids-switch-bench)
+    echo "== switch benchmark: no IDS, gpu_ids on CUDA, gpu_ids on the CPU"
+    B=$SRC/.devbench
+    export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+    export PATH=$B/bin:$PATH
+    export VSWITCH_SCHEMA=$B/vswitch.ovsschema
+    test -d /usr/lib/x86_64-linux-gnu/dpdk || export DPDK_PMD_ARGS="-d $B/pmds"
+    cd "$SRC"
+    # The community rules travel in the bundle (../shared does not).
+    rules=$B/data/community.rules
+    test -f "$rules" || rules=$SRC/../shared/data/snort-community/community.rules
+    scripts/bench-ids-switch.sh --rules "$rules" \
+        --out "$OUT/ids-switch-bench.txt" 2>&1 \
+        | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/ids-switch-bench.log"
     ;;
 pack)
     # The device tool brings back at most 8 files: pack them into one.

@@ -8,7 +8,7 @@ seeded random mix is written.  Standard library only, so a fresh machine
 needs nothing beyond python3.
 
   gen-pcap.py --out FILE [--trace TRACE[.gz]] [--count N] [--size BYTES]
-              [--plant TEXT [--plant-every N]]
+              [--size-mix internet] [--plant TEXT [--plant-every N]]
               [--seed S]
 """
 import argparse
@@ -89,6 +89,10 @@ def main():
     ap.add_argument("--size", type=int, default=64,
                     help="frame size with FCS, as on the wire")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--size-mix", choices=("internet",),
+                    help="frame sizes drawn from an Internet-like mix: "
+                    "50%% 64, 20%% 576, 30%% 1500 bytes (mean near 600), "
+                    "instead of --size")
     ap.add_argument("--plant", default="",
                     help="text that starts the payload of some packets "
                     "(an IDS signature for gpu_ids)")
@@ -106,8 +110,10 @@ def main():
                 break
             plant = (args.plant.encode()
                      if args.plant and n % args.plant_every == 0 else b"")
-            frame = packet(src, dst, sport, dport, proto, args.size - 4,
-                           plant)
+            size = args.size
+            if args.size_mix:
+                size = rng.choices((64, 576, 1500), (50, 20, 30))[0]
+            frame = packet(src, dst, sport, dport, proto, size - 4, plant)
             out.write(struct.pack("<IIII", n // 1000000, n % 1000000,
                                   len(frame), len(frame)))
             out.write(frame)

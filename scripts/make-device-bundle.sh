@@ -24,5 +24,9 @@ for f in "$DIR"/bin/* "$DIR"/pmds/*; do
     ldd "$f" | awk '/=> \// { print $3 }'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
     | while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
+# The IDS switch benchmark's rules (the GPU machine has no ../shared).
+mkdir -p "$DIR/data"
+cp "$(dirname "$0")/../../shared/data/snort-community/community.rules" \
+    "$DIR/data/" 2>/dev/null || true
 strip --strip-unneeded "$DIR"/bin/* "$DIR"/lib/* "$DIR"/pmds/* 2>/dev/null || true
 du -sh "$DIR"
