@@ -29,6 +29,17 @@ echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv \
     | tee "$OUT/device.txt"
 
+# The OVS programs of the DPDK build carried in .devbench/.
+use_bundle() {
+    B=$SRC/.devbench
+    export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
+    export PATH=$B/bin:$PATH
+    export VSWITCH_SCHEMA=$B/vswitch.ovsschema
+    # DPDK loads its drivers from its build-time folder when it exists;
+    # the GPU machine has none, so name the carried ones.
+    test -d /usr/lib/x86_64-linux-gnu/dpdk || export DPDK_PMD_ARGS="-d $B/pmds"
+}
+
 for step in $steps; do
 case $step in
 build)
@@ -67,13 +78,7 @@ test)
     ;;
 switch-bench)
     echo "== switch benchmark: megaflow masks, offload off and on"
-    B=$SRC/.devbench
-    export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
-    export PATH=$B/bin:$PATH
-    export VSWITCH_SCHEMA=$B/vswitch.ovsschema
-    # DPDK loads its drivers from its build-time folder when it exists;
-    # the GPU machine has none, so name the carried ones.
-    test -d /usr/lib/x86_64-linux-gnu/dpdk || export DPDK_PMD_ARGS="-d $B/pmds"
+    use_bundle
     cd "$SRC"
     for alg in ${SWITCH_BENCH_CLASSIFIERS:-auto}; do
         echo "-- gpu-classifier=$alg"
@@ -84,11 +89,7 @@ switch-bench)
     ;;
 ids-switch-bench)
     echo "== switch benchmark: no IDS, gpu_ids on CUDA, gpu_ids on the CPU"
-    B=$SRC/.devbench
-    export LD_LIBRARY_PATH=$B/lib:$LD_LIBRARY_PATH
-    export PATH=$B/bin:$PATH
-    export VSWITCH_SCHEMA=$B/vswitch.ovsschema
-    test -d /usr/lib/x86_64-linux-gnu/dpdk || export DPDK_PMD_ARGS="-d $B/pmds"
+    use_bundle
     cd "$SRC"
     # The community rules travel in the bundle (../shared does not).
     rules=$B/data/community.rules
