@@ -82,27 +82,38 @@ struct kargs {
     uint32_t accumulate;                    /* XOR into the outputs. */
 };
 
-/* ---- The kernel. ---- */
+/* ---- The kernel. ----
+ *
+ * Its body (xor_column) is also compiled for the host, so that the tests
+ * can run this backend's launch logic and kernel on a machine without a
+ * GPU (GPU_PARITY_CUDA_EMULATE, below). */
 
-__device__ __forceinline__ void
+#define HD __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 64")
+#endif
+
+HD void
 zero(uint4 &v)
 {
     v = make_uint4(0, 0, 0, 0);
 }
 
-__device__ __forceinline__ void
+HD void
 zero(uint2 &v)
 {
     v = make_uint2(0, 0);
 }
 
-__device__ __forceinline__ void
+HD void
 zero(uint32_t &v)
 {
     v = 0;
 }
 
-__device__ __forceinline__ void
+HD void
 step(uint4 &acc, const uint4 &v, uint32_t m)
 {
     acc.x = gpu_parity_step32(acc.x, v.x, m);
@@ -111,14 +122,14 @@ step(uint4 &acc, const uint4 &v, uint32_t m)
     acc.w = gpu_parity_step32(acc.w, v.w, m);
 }
 
-__device__ __forceinline__ void
+HD void
 step(uint2 &acc, const uint2 &v, uint32_t m)
 {
     acc.x = gpu_parity_step32(acc.x, v.x, m);
     acc.y = gpu_parity_step32(acc.y, v.y, m);
 }
 
-__device__ __forceinline__ void
+HD void
 step(uint32_t &acc, const uint32_t &v, uint32_t m)
 {
     acc = gpu_parity_step32(acc, v, m);
@@ -126,21 +137,31 @@ step(uint32_t &acc, const uint32_t &v, uint32_t m)
 
 /* Every input word is read once: stream it past the caches. */
 template <typename V>
-__device__ __forceinline__ V
+HD V
 load(const uint8_t *p)
 {
+#ifdef __CUDA_ARCH__
     return __ldcs(reinterpret_cast<const V *>(p));
+#else
+    V v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#endif
 }
 
 template <typename V>
-__device__ __forceinline__ void
+HD void
 store(uint8_t *p, const V &v)
 {
+#ifdef __CUDA_ARCH__
     __stcs(reinterpret_cast<V *>(p), v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
 }
 
 template <int R>
-__device__ __forceinline__ uint32_t
+HD uint32_t
 row_mask(uint64_t colmask, int o)
 {
     /* 32-bit shifts where the rows fit, which is the common case. */
@@ -149,29 +170,26 @@ row_mask(uint64_t colmask, int o)
 }
 
 template <int R, typename V>
-__device__ __forceinline__ void
+HD void
 row_steps(V (&acc)[R], const V &v, uint64_t colmask)
 {
-#pragma unroll
+UNROLL
     for (int o = 0; o < R; o++) {
         step(acc[o], v, row_mask<R>(colmask, o));
     }
 }
 
+/* Computes every output row's word of column 'col' (of this launch). */
 template <int R, typename V>
-__global__ void __launch_bounds__(THREADS)
-xor_kernel(const __grid_constant__ struct kargs a)
+HD void
+xor_column(const struct kargs &a, uint64_t col)
 {
-    uint64_t col = (uint64_t) blockIdx.x * THREADS + threadIdx.x;
-    V acc[R];
-
-    if (col >= a.n_cols) {
-        return;
-    }
     const uint64_t off = gpu_parity_col_offset(a.col_begin + col,
                                                a.units_per_packet,
                                                sizeof(V), a.block_bytes);
-#pragma unroll
+    V acc[R];
+
+UNROLL
     for (int o = 0; o < R; o++) {
         if (a.accumulate && o < (int) a.n_out_rows) {
             acc[o] = load<V>(a.out_row[o] + off);
@@ -199,7 +217,7 @@ xor_kernel(const __grid_constant__ struct kargs a)
         row_steps<R, V>(acc, v, a.mask[c]);
     }
 
-#pragma unroll
+UNROLL
     for (int o = 0; o < R; o++) {
         if (o < (int) a.n_out_rows) {
             store<V>(a.out_row[o] + off, acc[o]);
@@ -207,7 +225,21 @@ xor_kernel(const __grid_constant__ struct kargs a)
     }
 }
 
+template <int R, typename V>
+__global__ void __launch_bounds__(THREADS)
+xor_kernel(const __grid_constant__ struct kargs a)
+{
+    uint64_t col = (uint64_t) blockIdx.x * THREADS + threadIdx.x;
+
+    if (col < a.n_cols) {
+        xor_column<R, V>(a, col);
+    }
+}
+
 /* ---- Launching. ---- */
+
+/* Set once by the probe: run the kernels on the host (tests only). */
+static bool emulate;
 
 template <int R, typename V>
 static cudaError_t
@@ -215,6 +247,12 @@ launch1(const struct kargs *a, cudaStream_t st)
 {
     unsigned int blocks = (a->n_cols + THREADS - 1) / THREADS;
 
+    if (emulate) {
+        for (uint64_t col = 0; col < a->n_cols; col++) {
+            xor_column<R, V>(*a, col);
+        }
+        return cudaSuccess;
+    }
     xor_kernel<R, V><<<blocks, THREADS, 0, st>>>(*a);
     return cudaGetLastError();
 }
@@ -326,6 +364,14 @@ gpu_parity_cuda_probe(int device, char *why, size_t why_size)
     struct cudaFuncAttributes attr;
     cudaError_t e;
 
+    if (!n && getenv("GPU_PARITY_CUDA_EMULATE")
+        && strcmp(getenv("GPU_PARITY_CUDA_EMULATE"), "0")) {
+        /* Tests on a machine without a GPU: device memory is host memory,
+         * copies are memcpy and kernels run their body on the host, so
+         * everything but the CUDA runtime itself is exercised. */
+        emulate = true;
+        return 1;
+    }
     if (device < 0 || device >= n) {
         if (why) {
             snprintf(why, why_size, "%s", n ? "no such CUDA device"
@@ -356,6 +402,12 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     int i;
 
     if (!c) {
+        return;
+    }
+    if (emulate) {
+        free(c->d_base);
+        free(c);
+        b->pdata = NULL;
         return;
     }
     cudaSetDevice(b->coder->cfg.device);
@@ -392,6 +444,10 @@ cuda_batch_init(struct gpu_parity_batch *b)
     }
     b->pdata = c;
     c->stride = (b->max_size + 255) / 256 * 256;
+    if (emulate) {
+        c->d_base = (uint8_t *) malloc(c->stride * (cfg->k + cfg->m));
+        return c->d_base ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
+    }
     error = CK(cudaSetDevice(cfg->device));
     if (!error) {
         error = CK(cudaMalloc((void **) &c->d_base,
@@ -484,6 +540,31 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
     return e;
 }
 
+/* The runtime calls of a submission, or their host equivalents when
+ * emulating. */
+static cudaError_t
+xcopy(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+      cudaStream_t st)
+{
+    if (emulate) {
+        memcpy(dst, src, n);
+        return cudaSuccess;
+    }
+    return cudaMemcpyAsync(dst, src, n, kind, st);
+}
+
+static cudaError_t
+xrecord(cudaEvent_t e, cudaStream_t st)
+{
+    return emulate ? cudaSuccess : cudaEventRecord(e, st);
+}
+
+static cudaError_t
+xwait_event(cudaStream_t st, cudaEvent_t e)
+{
+    return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
+}
+
 static int
 cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             bool again)
@@ -502,7 +583,7 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     user = (cudaStream_t) gpu_stream_native(stream);
     c->fallback = false;
     c->error = GPU_OK;
-    error = CK(cudaSetDevice(b->coder->cfg.device));
+    error = emulate ? GPU_OK : CK(cudaSetDevice(b->coder->cfg.device));
     if (error) {
         goto fail;
     }
@@ -510,7 +591,7 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     if (again) {
         error = CK(apply_blocks(b, 0, n_blocks, user));
         if (!error) {
-            error = CK(cudaEventRecord(c->done, user));
+            error = CK(xrecord(c->done, user));
         }
         if (error) {
             /* Nothing on the host to redo: report it. */
@@ -528,9 +609,9 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     per = (n_blocks + n_slices - 1) / n_slices;
     used = n_slices < N_STREAMS ? n_slices : N_STREAMS;
 
-    error = CK(cudaEventRecord(c->start, user));
+    error = CK(xrecord(c->start, user));
     for (s = 0; !error && s < used; s++) {
-        error = CK(cudaStreamWaitEvent(c->streams[s], c->start, 0));
+        error = CK(xwait_event(c->streams[s], c->start));
     }
     for (s = 0, s0 = 0; !error && s0 < n_blocks; s++, s0 += per) {
         size_t s1 = s0 + per < n_blocks ? s0 + per : n_blocks;
@@ -538,28 +619,27 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
         cudaStream_t st = c->streams[s % N_STREAMS];
 
         for (i = 0; !error && i < p->n_in; i++) {
-            error = CK(cudaMemcpyAsync(c->d_base + c->stride * i + off,
-                                       b->in[i] + off, len,
-                                       cudaMemcpyHostToDevice, st));
+            error = CK(xcopy(c->d_base + c->stride * i + off,
+                             b->in[i] + off, len, cudaMemcpyHostToDevice,
+                             st));
         }
         if (!error) {
             error = CK(apply_blocks(b, s0, s1, st));
         }
         for (i = 0; !error && i < p->n_out; i++) {
-            error = CK(cudaMemcpyAsync(b->out[i] + off,
-                                       c->d_base
-                                       + c->stride * (p->n_in + i) + off,
-                                       len, cudaMemcpyDeviceToHost, st));
+            error = CK(xcopy(b->out[i] + off,
+                             c->d_base + c->stride * (p->n_in + i) + off,
+                             len, cudaMemcpyDeviceToHost, st));
         }
     }
     for (s = 0; !error && s < used; s++) {
-        error = CK(cudaEventRecord(c->slice_done[s], c->streams[s]));
+        error = CK(xrecord(c->slice_done[s], c->streams[s]));
         if (!error) {
-            error = CK(cudaStreamWaitEvent(user, c->slice_done[s], 0));
+            error = CK(xwait_event(user, c->slice_done[s]));
         }
     }
     if (!error) {
-        error = CK(cudaEventRecord(c->done, user));
+        error = CK(xrecord(c->done, user));
     }
     if (!error) {
         return GPU_OK;
@@ -574,6 +654,9 @@ fail:
 static void
 drain(struct cuda_batch *c)
 {
+    if (emulate) {
+        return;
+    }
     for (int i = 0; i < N_STREAMS; i++) {
         cudaStreamSynchronize(c->streams[i]);
     }
@@ -603,7 +686,7 @@ cuda_poll(struct gpu_parity_batch *b)
     struct cuda_batch *c = cb(b);
     cudaError_t e;
 
-    if (c->fallback || c->error) {
+    if (c->fallback || c->error || emulate) {
         return cuda_finish(b, GPU_OK);
     }
     e = cudaEventQuery(c->done);
@@ -618,7 +701,7 @@ cuda_wait(struct gpu_parity_batch *b)
 {
     struct cuda_batch *c = cb(b);
 
-    if (c->fallback || c->error) {
+    if (c->fallback || c->error || emulate) {
         return cuda_finish(b, GPU_OK);
     }
     return cuda_finish(b, CK(cudaEventSynchronize(c->done)));
