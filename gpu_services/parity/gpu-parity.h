@@ -102,6 +102,11 @@ struct gpu_parity_config {
     unsigned int packetsize;    /* Bytes, a multiple of 8. */
     enum gpu_parity_backend backend;
     int device;                 /* CUDA device index. */
+
+    /* CUDA: time the kernels of kernel-only re-runs
+     * (gpu_parity_resubmit()) with events on the stream, into
+     * gpu_parity_stats.kernel_ns. */
+    bool profile;
 };
 
 /* k, m, w and packetsize as given; backend AUTO; device 0; w is the
@@ -208,6 +213,8 @@ struct gpu_parity_stats {
                                          * CPU. */
     uint64_t n_refused;                 /* Calls refused (bad arguments,
                                          * too many erasures). */
+    uint64_t kernel_ns;                 /* CUDA device time of profiled
+                                         * re-runs (config 'profile'). */
 };
 
 void gpu_parity_get_stats(struct gpu_parity *, struct gpu_parity_stats *);

@@ -92,7 +92,7 @@ struct kargs {
 #ifdef __CUDA_ARCH__
 #define UNROLL _Pragma("unroll")
 #else
-#define UNROLL _Pragma("GCC unroll 64")
+#define UNROLL               /* The host build only emulates. */
 #endif
 
 HD void
@@ -346,6 +346,8 @@ struct cuda_batch {
     size_t stride;
     cudaStream_t streams[N_STREAMS];
     cudaEvent_t start, slice_done[N_STREAMS], done;
+    cudaEvent_t prof[2];        /* Around a profiled re-run's kernels. */
+    bool profiled;              /* This submission records prof[]. */
     bool fallback;              /* Code on the CPU at wait time. */
     int error;
 };
@@ -423,6 +425,11 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     if (c->start) {
         cudaEventDestroy(c->start);
     }
+    for (i = 0; i < 2; i++) {
+        if (c->prof[i]) {
+            cudaEventDestroy(c->prof[i]);
+        }
+    }
     if (c->done) {
         cudaEventDestroy(c->done);
     }
@@ -468,6 +475,9 @@ cuda_batch_init(struct gpu_parity_batch *b)
     if (!error) {
         error = CK(cudaEventCreateWithFlags(&c->done,
                                             cudaEventDisableTiming));
+    }
+    for (i = 0; !error && i < 2; i++) {
+        error = CK(cudaEventCreate(&c->prof[i]));
     }
     if (error) {
         cuda_batch_uninit(b);
@@ -589,7 +599,16 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     }
 
     if (again) {
-        error = CK(apply_blocks(b, 0, n_blocks, user));
+        c->profiled = b->coder->cfg.profile && !emulate;
+        if (c->profiled) {
+            error = CK(cudaEventRecord(c->prof[0], user));
+        }
+        if (!error) {
+            error = CK(apply_blocks(b, 0, n_blocks, user));
+        }
+        if (!error && c->profiled) {
+            error = CK(cudaEventRecord(c->prof[1], user));
+        }
         if (!error) {
             error = CK(xrecord(c->done, user));
         }
@@ -600,6 +619,7 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
         return GPU_OK;
     }
 
+    c->profiled = false;
     n_slices = b->size / SLICE_BYTES;
     n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
                                                         : n_slices;
@@ -670,6 +690,16 @@ cuda_finish(struct gpu_parity_batch *b, int error)
 
     if (c->error) {
         return c->error;
+    }
+    if (!error && c->profiled) {
+        float ms = 0;
+
+        if (cudaEventElapsedTime(&ms, c->prof[0], c->prof[1])
+            == cudaSuccess) {
+            __atomic_add_fetch(&b->coder->kernel_ns,
+                               (uint64_t) (ms * 1e6), __ATOMIC_RELAXED);
+        }
+        cudaGetLastError();
     }
     if (error || c->fallback) {
         drain(c);

@@ -101,6 +101,7 @@ struct gpu_parity {
 
     /* Updated atomically. */
     uint64_t n_encodes, n_decodes, n_bytes, n_fallbacks, n_refused;
+    uint64_t kernel_ns;
 };
 
 struct gpu_parity_batch {
