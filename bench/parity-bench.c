@@ -57,6 +57,9 @@
 #ifdef HAVE_ISAL
 #include <isa-l/erasure_code.h>
 #endif
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "gpu_services/parity/gpu-parity.h"
 
@@ -72,6 +75,7 @@ static int iters = 10;
 static int n_threads;
 static unsigned int packetsize = 2048;
 static double hbm_gbs = 3350;              /* H100 SXM HBM3. */
+static double copy_gbs, h2d_gbs, d2h_gbs;  /* Measured ceilings. */
 static bool do_cpu = true;
 
 static double
@@ -523,6 +527,152 @@ bench_cpu(const struct code *c, double isal1[2])
 
 /* ---- CUDA. ---- */
 
+static int
+cmp_double(const void *a_, const void *b_)
+{
+    double a = *(const double *) a_, b = *(const double *) b_;
+
+    return a < b ? -1 : a > b;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#ifdef HAVE_CUDA
+/* Median seconds of 'n' copies of 'bytes' from 'src' to 'dst'. */
+static double
+time_copies(void *dst, const void *src, size_t bytes, int n)
+{
+    cudaEvent_t e0, e1;
+    double *v = calloc(n, sizeof *v), t;
+
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+
+        cudaEventRecord(e0, 0);
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, 0);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms, e0, e1);
+        v[i] = ms * 1e-3;
+    }
+    t = median(v, n);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    free(v);
+    return t;
+}
+
+/* The two ceilings the coder runs against, measured here (METHOD.md):
+ * a device-to-device copy (bytes read plus written) and pinned copies
+ * each way over PCIe. */
+static void
+measure_ceilings(void)
+{
+    size_t big = 1u << 30, pcie = 256u << 20;
+    void *d0 = NULL, *d1 = NULL;
+    uint8_t *h = gpu_host_alloc(pcie);
+
+    if (cudaMalloc(&d0, big) != cudaSuccess
+        || cudaMalloc(&d1, big) != cudaSuccess || !h) {
+        cudaGetLastError();
+        printf("ceilings: could not allocate buffers\n");
+    } else {
+        cudaMemset(d0, 1, big);
+        memset(h, 1, pcie);
+        copy_gbs = 2.0 * big / time_copies(d1, d0, big, 9) / 1e9;
+        h2d_gbs = pcie / time_copies(d0, h, pcie, 7) / 1e9;
+        d2h_gbs = pcie / time_copies(h, d0, pcie, 7) / 1e9;
+        printf("ceilings: device copy %.0f GB/s (read + write), PCIe "
+               "pinned H2D %.1f GB/s, D2H %.1f GB/s\n", copy_gbs, h2d_gbs,
+               d2h_gbs);
+    }
+    cudaFree(d0);
+    cudaFree(d1);
+    gpu_host_free(h);
+}
+#endif
+
+/* Median seconds of 'n' runs of a submission already made once: as
+ * re-runs timed by CUDA events if 'kernel_only', else as whole encode or
+ * decode submissions timed by the host clock. */
+static double
+time_gpu(struct gpu_parity *pc, struct gpu_parity_batch *batch,
+         bool kernel_only, const struct stripe *s, const int *erasures,
+         unsigned int ne, bool decode, int n)
+{
+    double *v = calloc(n, sizeof *v), t;
+    struct gpu_parity_stats st0, st1;
+    int error;
+
+    for (int i = 0; i < n; i++) {
+        double t0 = now();
+
+        gpu_parity_get_stats(pc, &st0);
+        if (kernel_only) {
+            error = gpu_parity_resubmit(batch, NULL);
+        } else if (decode) {
+            error = gpu_parity_decode_submit(batch, NULL,
+                                             (uint8_t *const *) s->data,
+                                             (uint8_t *const *) s->parity,
+                                             erasures, ne, s->size);
+        } else {
+            error = gpu_parity_encode_submit(batch, NULL,
+                                             (const uint8_t *const *)
+                                             s->data,
+                                             (uint8_t *const *) s->parity,
+                                             s->size);
+        }
+        if (!error) {
+            error = gpu_parity_wait(batch);
+        }
+        if (error) {
+            die("cuda run", error);
+        }
+        gpu_parity_get_stats(pc, &st1);
+        v[i] = kernel_only ? (st1.kernel_ns - st0.kernel_ns) * 1e-9
+                           : now() - t0;
+    }
+    t = median(v, n);
+    free(v);
+    return t;
+}
+
+static void
+gpu_notes(char *note, size_t size, const struct code *c, double data,
+          double secs, bool kernel_only)
+{
+    unsigned int k = c->k, m = c->m;
+
+    if (kernel_only) {
+        /* Bytes through HBM: k chunks read, m written (decode: k
+         * survivors read, min(m, k) rebuilt). */
+        double moved = data * (k + m) / k;
+
+        snprintf(note, size, "%.0f%% of datasheet HBM floor (%.0f GB/s "
+                 "data), %.0f%% of measured copy ceiling",
+                 100 * moved / secs / 1e9 / hbm_gbs, hbm_gbs * k / (k + m),
+                 copy_gbs > 0 ? 100 * moved / secs / 1e9 / copy_gbs : 0.0);
+    } else {
+        /* Copies in and out overlap on the two copy engines: the floor is
+         * the busier direction. */
+        double in = data / (h2d_gbs > 0 ? h2d_gbs : 1);
+        double out = data * m / k / (d2h_gbs > 0 ? d2h_gbs : 1);
+        double floor_s = (in > out ? in : out) / 1e9;
+
+        snprintf(note, size, "pinned buffers; %.0f%% of the PCIe floor "
+                 "(%.1f GB/s data)", 100 * floor_s / secs,
+                 data / floor_s / 1e9);
+    }
+}
+
 static void
 bench_gpu(const struct code *c, const double isal1[2])
 {
@@ -533,14 +683,14 @@ bench_gpu(const struct code *c, const double isal1[2])
     struct gpu_parity_config cfg;
     struct gpu_parity *pc, *cpu;
     struct gpu_parity_batch *batch;
-    struct gpu_parity_stats st0, st1;
+    struct gpu_parity_stats st1;
     uint8_t *mem, *ref;
     struct stripe s;
     int erasures[GPU_PARITY_MAX_CHUNKS];
     unsigned int ne = m < k ? m : k;
-    double t0 = 0, t;
+    double t;
     int error;
-    char note[160];
+    char note[200];
 
     gpu_parity_config_init(&cfg, k, m);
     cfg.w = c->w;
@@ -568,24 +718,16 @@ bench_gpu(const struct code *c, const double isal1[2])
         die("batch", error);
     }
 
-    /* End-to-end encode, checked against the CPU backend on the first
-     * 8 blocks of every chunk (all of it would take the CPU seconds). */
+    /* End-to-end encode once, checked against the CPU backend on the
+     * first 8 blocks of every chunk (all of it would take the CPU
+     * seconds). */
     memset(mem + (size_t) k * size, 0, (size_t) m * size);
-    for (int i = 0; i <= iters / 2; i++) {
-        if (i == 1) {
-            t0 = now();
-        }
-        error = gpu_parity_encode_submit(batch, NULL,
-                                         (const uint8_t *const *) s.data,
-                                         s.parity, size);
-        if (!error) {
-            error = gpu_parity_wait(batch);
-        }
-        if (error) {
-            die("encode (cuda)", error);
-        }
+    if ((error = gpu_parity_encode_submit(batch, NULL,
+                                          (const uint8_t *const *) s.data,
+                                          s.parity, size))
+        || (error = gpu_parity_wait(batch))) {
+        die("encode (cuda)", error);
     }
-    t = (now() - t0) / (iters / 2);
     {
         size_t part = 8 * unit < size ? 8 * unit : size;
         uint8_t *d[GPU_PARITY_MAX_CHUNKS], *p[GPU_PARITY_MAX_CHUNKS];
@@ -605,50 +747,25 @@ bench_gpu(const struct code *c, const double isal1[2])
             }
         }
     }
-    print_row(c, "encode", "cuda end-to-end", 0, data, t, isal1[0],
-              "pinned host buffers, PCIe both ways");
+    t = time_gpu(pc, batch, true, &s, NULL, 0, false, iters);
+    gpu_notes(note, sizeof note, c, data, t, true);
+    print_row(c, "encode", "cuda kernel-only", 0, data, t, isal1[0], note);
+    t = time_gpu(pc, batch, false, &s, NULL, 0, false, iters / 2);
+    gpu_notes(note, sizeof note, c, data, t, false);
+    print_row(c, "encode", "cuda end-to-end", 0, data, t, isal1[0], note);
 
-    /* Kernel-only encode. */
-    gpu_parity_get_stats(pc, &st0);
-    t0 = now();
-    for (int i = 0; i < iters; i++) {
-        if ((error = gpu_parity_resubmit(batch, NULL))
-            || (error = gpu_parity_wait(batch))) {
-            die("re-run (cuda)", error);
-        }
-    }
-    t = (now() - t0) / iters;
-    gpu_parity_get_stats(pc, &st1);
-    double kt = (st1.kernel_ns - st0.kernel_ns) * 1e-9 / iters;
-    double floor_gbs = hbm_gbs * k / (k + m);
-    snprintf(note, sizeof note, "%.0f%% of the HBM floor %.0f GB/s; "
-             "wall %.2f GB/s", 100 * data / kt / 1e9 / floor_gbs,
-             floor_gbs, data / t / 1e9);
-    print_row(c, "encode", "cuda kernel-only", 0, data, kt, isal1[0], note);
-
-    /* Decode: erase the first min(m, k) data chunks. */
-    memcpy(ref, mem, (size_t) k * size < (size_t) (k + m) * size
-                     ? (size_t) k * size : 0);
+    /* Decode: erase the first min(m, k) data chunks, rebuild once and
+     * check, then time. */
+    memcpy(ref, mem, (size_t) ne * size);
     for (unsigned int e = 0; e < ne; e++) {
         erasures[e] = e;
+        memset(s.data[e], 0x5a, size);
     }
-    for (int i = 0; i <= iters / 2; i++) {
-        if (i == 1) {
-            t0 = now();
-        }
-        for (unsigned int e = 0; e < ne && i == 0; e++) {
-            memset(s.data[e], 0x5a, size);
-        }
-        error = gpu_parity_decode_submit(batch, NULL, s.data, s.parity,
-                                         erasures, ne, size);
-        if (!error) {
-            error = gpu_parity_wait(batch);
-        }
-        if (error) {
-            die("decode (cuda)", error);
-        }
+    if ((error = gpu_parity_decode_submit(batch, NULL, s.data, s.parity,
+                                          erasures, ne, size))
+        || (error = gpu_parity_wait(batch))) {
+        die("decode (cuda)", error);
     }
-    t = (now() - t0) / (iters / 2);
     for (unsigned int e = 0; e < ne; e++) {
         if (memcmp(s.data[e], ref + (size_t) e * size, size)) {
             fprintf(stderr, "parity-bench: CUDA decode rebuilt chunk %u "
@@ -656,24 +773,12 @@ bench_gpu(const struct code *c, const double isal1[2])
             exit(1);
         }
     }
-    print_row(c, "decode", "cuda end-to-end", 0, data, t, isal1[1],
-              "pinned host buffers, PCIe both ways");
-
-    gpu_parity_get_stats(pc, &st0);
-    t0 = now();
-    for (int i = 0; i < iters; i++) {
-        if ((error = gpu_parity_resubmit(batch, NULL))
-            || (error = gpu_parity_wait(batch))) {
-            die("re-run (cuda)", error);
-        }
-    }
-    t = (now() - t0) / iters;
-    gpu_parity_get_stats(pc, &st1);
-    kt = (st1.kernel_ns - st0.kernel_ns) * 1e-9 / iters;
-    snprintf(note, sizeof note, "%.0f%% of the HBM floor %.0f GB/s; "
-             "wall %.2f GB/s", 100 * data / kt / 1e9 / floor_gbs,
-             floor_gbs, data / t / 1e9);
-    print_row(c, "decode", "cuda kernel-only", 0, data, kt, isal1[1], note);
+    t = time_gpu(pc, batch, true, &s, erasures, ne, true, iters);
+    gpu_notes(note, sizeof note, c, data, t, true);
+    print_row(c, "decode", "cuda kernel-only", 0, data, t, isal1[1], note);
+    t = time_gpu(pc, batch, false, &s, erasures, ne, true, iters / 2);
+    gpu_notes(note, sizeof note, c, data, t, false);
+    print_row(c, "decode", "cuda end-to-end", 0, data, t, isal1[1], note);
 
     gpu_parity_get_stats(pc, &st1);
     if (st1.n_fallbacks) {
@@ -784,6 +889,11 @@ main(int argc, char *argv[])
         printf("device: none (%s); CPU rows only\n",
                why ? why : "no CUDA device");
     }
+#ifdef HAVE_CUDA
+    if (cuda) {
+        measure_ceilings();
+    }
+#endif
     printf("cpu: %ld cores online, %d threads for the all-cores rows\n",
            sysconf(_SC_NPROCESSORS_ONLN), n_threads);
     printf("peers: %s; %s\n",

@@ -29,8 +29,8 @@ endif
 
 noinst_PROGRAMS += bench/parity-bench
 bench_parity_bench_SOURCES = bench/parity-bench.c
-bench_parity_bench_CPPFLAGS = $(AM_CPPFLAGS) $(JERASURE_CFLAGS) \
-	$(ISAL_CFLAGS)
+bench_parity_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
+	$(JERASURE_CFLAGS) $(ISAL_CFLAGS)
 bench_parity_bench_LDADD = gpu_services/parity/libgpuparity.a \
 	gpu_runtime/libgpuruntime.a $(JERASURE_LIBS) $(ISAL_LIBS) \
 	$(CUDA_LIBS)
