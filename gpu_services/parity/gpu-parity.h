@@ -109,8 +109,9 @@ struct gpu_parity_config {
     bool profile;
 };
 
-/* k, m, w and packetsize as given; backend AUTO; device 0; w is the
- * smallest that fits k + m, packetsize 2048 (Jerasure's examples). */
+/* k and m as given; w the smallest with k + m <= 2^w (it does the least
+ * work: XORs grow with w); packetsize 2048 (Jerasure's examples);
+ * backend AUTO; device 0; no profiling. */
 void gpu_parity_config_init(struct gpu_parity_config *, unsigned int k,
                             unsigned int m);
 
