@@ -96,6 +96,14 @@ for step in $steps; do
         timeout 240 $cmd > "$OUT/bench.log" 2>&1
         log "parity-bench exit $?"
         cat "$OUT/bench.log"
+        # Tuning: the same kernels with narrower words (more mask work
+        # per byte, fewer registers, more threads resident).
+        for word in 8 4; do
+            log "GPU_PARITY_CUDA_WORD=$word, kernel-only"
+            GPU_PARITY_CUDA_WORD=$word timeout 60 "$B/parity-bench" \
+                --no-cpu --gpu-mb 1024 --iters 10 --codes 10,4:8,8 \
+                2>&1 | grep "kernel-only" | tee -a "$OUT/bench-words.log"
+        done
         ;;
     esac
 done

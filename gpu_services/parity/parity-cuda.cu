@@ -240,6 +240,9 @@ xor_kernel(const __grid_constant__ struct kargs a)
 
 /* Set once by the probe: run the kernels on the host (tests only). */
 static bool emulate;
+/* Set once by the probe from GPU_PARITY_CUDA_WORD (16, 8 or 4): the word
+ * size to use where it is legal, for tuning runs; 0 chooses. */
+static int forced_unit;
 
 template <int R, typename V>
 static cudaError_t
@@ -333,6 +336,14 @@ unit_for(const struct parity_plan *p, unsigned int packetsize)
 {
     unsigned int rows = p->n_out * p->w;
 
+    /* A tuning experiment may ask for a word size (benchmark only). */
+    if (forced_unit == 16 && packetsize % 16 == 0 && rows <= 16) {
+        return 16;
+    } else if (forced_unit == 8 && rows <= 32) {
+        return 8;
+    } else if (forced_unit == 4) {
+        return 4;
+    }
     if (packetsize % 16 == 0 && rows <= 16) {
         return 16;
     }
@@ -362,10 +373,12 @@ extern "C" int
 gpu_parity_cuda_probe(int device, char *why, size_t why_size)
 {
     const char *reason = NULL;
+    const char *word = getenv("GPU_PARITY_CUDA_WORD");
     int n = gpu_device_count(&reason);
     struct cudaFuncAttributes attr;
     cudaError_t e;
 
+    forced_unit = word ? atoi(word) : 0;
     if (!n && getenv("GPU_PARITY_CUDA_EMULATE")
         && strcmp(getenv("GPU_PARITY_CUDA_EMULATE"), "0")) {
         /* Tests on a machine without a GPU: device memory is host memory,
