@@ -1,0 +1,36 @@
+# gpu_services/parity/: the Cauchy Reed-Solomon parity library, its tests
+# and its benchmark.  Included from the top-level Makefile.am
+# (non-recursive).
+
+noinst_LIBRARIES += gpu_services/parity/libgpuparity.a
+gpu_services_parity_libgpuparity_a_SOURCES = \
+	gpu_services/parity/gpu-parity.h \
+	gpu_services/parity/parity-inline.h \
+	gpu_services/parity/parity-private.h \
+	gpu_services/parity/parity.c \
+	gpu_services/parity/parity-cpu.c
+if HAVE_CUDA
+gpu_services_parity_libgpuparity_a_SOURCES += \
+	gpu_services/parity/parity-cuda.cu
+endif
+
+# Jerasure is the tests' oracle and, with ISA-L, the benchmark's CPU
+# peer; both say so and skip them when they are missing.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-parity
+TESTS += tests/test-parity
+tests_test_parity_SOURCES = tests/test-parity.c
+tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
+	$(JERASURE_CFLAGS)
+tests_test_parity_LDADD = gpu_services/parity/libgpuparity.a \
+	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(JERASURE_LIBS) \
+	$(CUDA_LIBS)
+endif
+
+noinst_PROGRAMS += bench/parity-bench
+bench_parity_bench_SOURCES = bench/parity-bench.c
+bench_parity_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
+	$(JERASURE_CFLAGS) $(ISAL_CFLAGS)
+bench_parity_bench_LDADD = gpu_services/parity/libgpuparity.a \
+	gpu_runtime/libgpuruntime.a $(JERASURE_LIBS) $(ISAL_LIBS) \
+	$(CUDA_LIBS)

@@ -1,0 +1,765 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * CUDA backend of the parity coder (sm_90).
+ *
+ * The kernel applies a plan (encode or decode alike: output rows as XORs
+ * of input rows over GF(2)) to chunks in device memory.  After G-CRS,
+ * with two changes that suit a GPU with 3 TB/s of HBM:
+ *
+ *   - One thread per column (parity-inline.h): a thread reads the w words
+ *     of its column of every input chunk, once, straight from global
+ *     memory with 16-byte loads (8 or 4 when the rows do not fit in
+ *     registers at 16), and writes the words of its column of every output
+ *     row: all m parity chunks, all w rows.  G-CRS gives a thread one row
+ *     of a column, so w threads need the same input words and it stages
+ *     them through shared memory to read them once from global memory;
+ *     here no two threads read the same word, so the same "read once"
+ *     holds with no shared memory, barriers or bank conflicts, and
+ *     consecutive threads still read consecutive words (coalesced).
+ *
+ *   - The bitmatrix, one 64-bit word per input row whose bit o says
+ *     whether output row o takes it (G-CRS's column packing), travels in
+ *     the launch's parameters, which live in the constant bank: every
+ *     thread reads the same word at the same time, a broadcast, and two
+ *     coders with different matrices on different streams cannot
+ *     overwrite each other's, as they could in a __constant__ symbol.
+ *
+ * The XOR is branch-free: acc ^= word & mask, the mask all ones or all
+ * zeros from the bit, one LOP3 per 32-bit lane, unrolled over the output
+ * rows (a template parameter) so the accumulators stay in registers.
+ *
+ * More than 256 input rows (k * w) are done in several launches that
+ * accumulate into the outputs; more output rows than fit in registers, in
+ * several launches that each read the inputs again.
+ *
+ * End to end, a submission is cut into slices of whole blocks; slice s
+ * runs on internal stream s % N_STREAMS (copy in, kernel, copy out), so
+ * one slice's copy in overlaps another's copy out and kernel, and the
+ * caller's stream waits for them all.
+ */
+#include <config.h>
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_services/parity/parity-private.h"
+
+#define THREADS 256
+#define MAX_IN_ROWS 256
+#define MAX_OUT_ROWS 64
+#define N_STREAMS 4
+#define MAX_SLICES 16
+/* Bytes per chunk below which a submission is not sliced. */
+#define SLICE_BYTES (1u << 20)
+
+#define CK(CALL) gpu_cuda_status((CALL), #CALL)
+
+struct kargs {
+    const uint8_t *in_row[MAX_IN_ROWS];     /* Row 0 of block 0. */
+    uint64_t mask[MAX_IN_ROWS];             /* Bit o: output row o. */
+    uint8_t *out_row[MAX_OUT_ROWS];
+    uint64_t col_begin, n_cols;
+    uint64_t block_bytes;                   /* w * packetsize. */
+    uint32_t units_per_packet;
+    uint32_t n_in_rows, n_out_rows;
+    uint32_t accumulate;                    /* XOR into the outputs. */
+};
+
+/* ---- The kernel. ----
+ *
+ * Its body (xor_column) is also compiled for the host, so that the tests
+ * can run this backend's launch logic and kernel on a machine without a
+ * GPU (GPU_PARITY_CUDA_EMULATE, below). */
+
+#define HD __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL               /* The host build only emulates. */
+#endif
+
+HD void
+zero(uint4 &v)
+{
+    v = make_uint4(0, 0, 0, 0);
+}
+
+HD void
+zero(uint2 &v)
+{
+    v = make_uint2(0, 0);
+}
+
+HD void
+zero(uint32_t &v)
+{
+    v = 0;
+}
+
+HD void
+step(uint4 &acc, const uint4 &v, uint32_t m)
+{
+    acc.x = gpu_parity_step32(acc.x, v.x, m);
+    acc.y = gpu_parity_step32(acc.y, v.y, m);
+    acc.z = gpu_parity_step32(acc.z, v.z, m);
+    acc.w = gpu_parity_step32(acc.w, v.w, m);
+}
+
+HD void
+step(uint2 &acc, const uint2 &v, uint32_t m)
+{
+    acc.x = gpu_parity_step32(acc.x, v.x, m);
+    acc.y = gpu_parity_step32(acc.y, v.y, m);
+}
+
+HD void
+step(uint32_t &acc, const uint32_t &v, uint32_t m)
+{
+    acc = gpu_parity_step32(acc, v, m);
+}
+
+/* Every input word is read once: stream it past the caches. */
+template <typename V>
+HD V
+load(const uint8_t *p)
+{
+#ifdef __CUDA_ARCH__
+    return __ldcs(reinterpret_cast<const V *>(p));
+#else
+    V v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#endif
+}
+
+template <typename V>
+HD void
+store(uint8_t *p, const V &v)
+{
+#ifdef __CUDA_ARCH__
+    __stcs(reinterpret_cast<V *>(p), v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
+}
+
+template <int R>
+HD uint32_t
+row_mask(uint64_t colmask, int o)
+{
+    /* 32-bit shifts where the rows fit, which is the common case. */
+    return R <= 32 ? gpu_parity_mask32((uint32_t) colmask, o)
+                   : gpu_parity_mask64(colmask, o);
+}
+
+template <int R, typename V>
+HD void
+row_steps(V (&acc)[R], const V &v, uint64_t colmask)
+{
+UNROLL
+    for (int o = 0; o < R; o++) {
+        step(acc[o], v, row_mask<R>(colmask, o));
+    }
+}
+
+/* Computes every output row's word of column 'col' (of this launch). */
+template <int R, typename V>
+HD void
+xor_column(const struct kargs &a, uint64_t col)
+{
+    const uint64_t off = gpu_parity_col_offset(a.col_begin + col,
+                                               a.units_per_packet,
+                                               sizeof(V), a.block_bytes);
+    V acc[R];
+
+UNROLL
+    for (int o = 0; o < R; o++) {
+        if (a.accumulate && o < (int) a.n_out_rows) {
+            acc[o] = load<V>(a.out_row[o] + off);
+        } else {
+            zero(acc[o]);
+        }
+    }
+
+    /* Four rows' loads in flight before their XORs. */
+    uint32_t c = 0;
+    for (; c + 4 <= a.n_in_rows; c += 4) {
+        V v0 = load<V>(a.in_row[c] + off);
+        V v1 = load<V>(a.in_row[c + 1] + off);
+        V v2 = load<V>(a.in_row[c + 2] + off);
+        V v3 = load<V>(a.in_row[c + 3] + off);
+
+        row_steps<R, V>(acc, v0, a.mask[c]);
+        row_steps<R, V>(acc, v1, a.mask[c + 1]);
+        row_steps<R, V>(acc, v2, a.mask[c + 2]);
+        row_steps<R, V>(acc, v3, a.mask[c + 3]);
+    }
+    for (; c < a.n_in_rows; c++) {
+        V v = load<V>(a.in_row[c] + off);
+
+        row_steps<R, V>(acc, v, a.mask[c]);
+    }
+
+UNROLL
+    for (int o = 0; o < R; o++) {
+        if (o < (int) a.n_out_rows) {
+            store<V>(a.out_row[o] + off, acc[o]);
+        }
+    }
+}
+
+template <int R, typename V>
+__global__ void __launch_bounds__(THREADS)
+xor_kernel(const __grid_constant__ struct kargs a)
+{
+    uint64_t col = (uint64_t) blockIdx.x * THREADS + threadIdx.x;
+
+    if (col < a.n_cols) {
+        xor_column<R, V>(a, col);
+    }
+}
+
+/* ---- Launching. ---- */
+
+/* Set once by the probe: run the kernels on the host (tests only). */
+static bool emulate;
+/* Set once by the probe from GPU_PARITY_CUDA_WORD (16, 8 or 4): the word
+ * size to use where it is legal, for tuning runs; 0 chooses. */
+static int forced_unit;
+
+template <int R, typename V>
+static cudaError_t
+launch1(const struct kargs *a, cudaStream_t st)
+{
+    unsigned int blocks = (a->n_cols + THREADS - 1) / THREADS;
+
+    if (emulate) {
+        for (uint64_t col = 0; col < a->n_cols; col++) {
+            xor_column<R, V>(*a, col);
+        }
+        return cudaSuccess;
+    }
+    xor_kernel<R, V><<<blocks, THREADS, 0, st>>>(*a);
+    return cudaGetLastError();
+}
+
+/* The row counts instantiated for each word size; a launch rounds its
+ * rows up to the next one (the extra rows have no bits and no store). */
+#define ROWS_16(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(10) X(12) \
+                   X(14) X(16)
+#define ROWS_8(X) ROWS_16(X) X(20) X(24) X(28) X(32)
+#define ROWS_4(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64)
+
+static const int rows_16[] = {
+#define X(R) R,
+    ROWS_16(X)
+#undef X
+};
+static const int rows_8[] = {
+#define X(R) R,
+    ROWS_8(X)
+#undef X
+};
+static const int rows_4[] = {
+#define X(R) R,
+    ROWS_4(X)
+#undef X
+};
+
+static int
+round_rows(const int *set, size_t n, int rows)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (set[i] >= rows) {
+            return set[i];
+        }
+    }
+    return -1;
+}
+
+static cudaError_t
+launch(int unit, int rows, const struct kargs *a, cudaStream_t st)
+{
+    int r;
+
+    switch (unit) {
+    case 16:
+        r = round_rows(rows_16, sizeof rows_16 / sizeof *rows_16, rows);
+        switch (r) {
+#define X(R) case R: return launch1<R, uint4>(a, st);
+        ROWS_16(X)
+#undef X
+        }
+        break;
+    case 8:
+        r = round_rows(rows_8, sizeof rows_8 / sizeof *rows_8, rows);
+        switch (r) {
+#define X(R) case R: return launch1<R, uint2>(a, st);
+        ROWS_8(X)
+#undef X
+        }
+        break;
+    case 4:
+        r = round_rows(rows_4, sizeof rows_4 / sizeof *rows_4, rows);
+        switch (r) {
+#define X(R) case R: return launch1<R, uint32_t>(a, st);
+        ROWS_4(X)
+#undef X
+        }
+        break;
+    }
+    return cudaErrorInvalidValue;
+}
+
+/* The word size for a plan: 16 bytes when every output row fits in 16
+ * accumulators of 16 bytes, else 8, else 4 (several launches of up to 64
+ * rows).  64 accumulator registers keep enough threads resident. */
+static int
+unit_for(const struct parity_plan *p, unsigned int packetsize)
+{
+    unsigned int rows = p->n_out * p->w;
+
+    /* A tuning experiment may ask for a word size (benchmark only). */
+    if (forced_unit == 16 && packetsize % 16 == 0 && rows <= 16) {
+        return 16;
+    } else if (forced_unit == 8 && rows <= 32) {
+        return 8;
+    } else if (forced_unit == 4) {
+        return 4;
+    }
+    if (packetsize % 16 == 0 && rows <= 16) {
+        return 16;
+    }
+    return rows <= 32 ? 8 : 4;
+}
+
+/* ---- Coder and batches. ---- */
+
+struct cuda_batch {
+    uint8_t *d_base;            /* (k + m) chunks, 'stride' bytes apart. */
+    size_t stride;
+    cudaStream_t streams[N_STREAMS];
+    cudaEvent_t start, slice_done[N_STREAMS], done;
+    cudaEvent_t prof[2];        /* Around a profiled re-run's kernels. */
+    bool profiled;              /* This submission records prof[]. */
+    bool fallback;              /* Code on the CPU at wait time. */
+    int error;
+};
+
+static struct cuda_batch *
+cb(struct gpu_parity_batch *b)
+{
+    return (struct cuda_batch *) b->pdata;
+}
+
+extern "C" int
+gpu_parity_cuda_probe(int device, char *why, size_t why_size)
+{
+    const char *reason = NULL;
+    const char *word = getenv("GPU_PARITY_CUDA_WORD");
+    int n = gpu_device_count(&reason);
+    struct cudaFuncAttributes attr;
+    cudaError_t e;
+
+    forced_unit = word ? atoi(word) : 0;
+    if (!n && getenv("GPU_PARITY_CUDA_EMULATE")
+        && strcmp(getenv("GPU_PARITY_CUDA_EMULATE"), "0")) {
+        /* Tests on a machine without a GPU: device memory is host memory,
+         * copies are memcpy and kernels run their body on the host, so
+         * everything but the CUDA runtime itself is exercised. */
+        emulate = true;
+        return 1;
+    }
+    if (device < 0 || device >= n) {
+        if (why) {
+            snprintf(why, why_size, "%s", n ? "no such CUDA device"
+                                            : reason);
+        }
+        return 0;
+    }
+    /* A device of another architecture has no image of our kernels. */
+    e = cudaSetDevice(device);
+    if (e == cudaSuccess) {
+        e = cudaFuncGetAttributes(&attr, xor_kernel<4, uint4>);
+    }
+    if (e != cudaSuccess) {
+        if (why) {
+            snprintf(why, why_size, "CUDA device %d unusable: %s", device,
+                     cudaGetErrorString(e));
+        }
+        cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+static void
+cuda_batch_uninit(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+    int i;
+
+    if (!c) {
+        return;
+    }
+    if (emulate) {
+        free(c->d_base);
+        free(c);
+        b->pdata = NULL;
+        return;
+    }
+    cudaSetDevice(b->coder->cfg.device);
+    for (i = 0; i < N_STREAMS; i++) {
+        if (c->streams[i]) {
+            cudaStreamSynchronize(c->streams[i]);
+            cudaStreamDestroy(c->streams[i]);
+        }
+        if (c->slice_done[i]) {
+            cudaEventDestroy(c->slice_done[i]);
+        }
+    }
+    if (c->start) {
+        cudaEventDestroy(c->start);
+    }
+    for (i = 0; i < 2; i++) {
+        if (c->prof[i]) {
+            cudaEventDestroy(c->prof[i]);
+        }
+    }
+    if (c->done) {
+        cudaEventDestroy(c->done);
+    }
+    cudaFree(c->d_base);
+    cudaGetLastError();
+    free(c);
+    b->pdata = NULL;
+}
+
+static int
+cuda_batch_init(struct gpu_parity_batch *b)
+{
+    const struct gpu_parity_config *cfg = &b->coder->cfg;
+    struct cuda_batch *c = (struct cuda_batch *) calloc(1, sizeof *c);
+    int error, i;
+
+    if (!c) {
+        return GPU_ERR_NOMEM;
+    }
+    b->pdata = c;
+    c->stride = (b->max_size + 255) / 256 * 256;
+    if (emulate) {
+        c->d_base = (uint8_t *) malloc(c->stride * (cfg->k + cfg->m));
+        return c->d_base ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
+    }
+    error = CK(cudaSetDevice(cfg->device));
+    if (!error) {
+        error = CK(cudaMalloc((void **) &c->d_base,
+                              c->stride * (cfg->k + cfg->m)));
+    }
+    for (i = 0; !error && i < N_STREAMS; i++) {
+        error = CK(cudaStreamCreateWithFlags(&c->streams[i],
+                                             cudaStreamNonBlocking));
+        if (!error) {
+            error = CK(cudaEventCreateWithFlags(&c->slice_done[i],
+                                                cudaEventDisableTiming));
+        }
+    }
+    if (!error) {
+        error = CK(cudaEventCreateWithFlags(&c->start,
+                                            cudaEventDisableTiming));
+    }
+    if (!error) {
+        error = CK(cudaEventCreateWithFlags(&c->done,
+                                            cudaEventDisableTiming));
+    }
+    for (i = 0; !error && i < 2; i++) {
+        error = CK(cudaEventCreate(&c->prof[i]));
+    }
+    if (error) {
+        cuda_batch_uninit(b);
+    }
+    return error;
+}
+
+/* Launches the kernels that apply the batch's plan to the columns of
+ * blocks [b0, b1) on 'st'. */
+static cudaError_t
+apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
+             cudaStream_t st)
+{
+    struct cuda_batch *c = cb(b);
+    const struct parity_plan *p = b->plan;
+    unsigned int ps = b->coder->cfg.packetsize, w = p->w;
+    unsigned int unit = unit_for(p, ps);
+    unsigned int out_rows = p->n_out * w, in_rows = p->n_in * w;
+    unsigned int pass_rows = unit == 16 ? 16 : unit == 8 ? 32 : 64;
+    unsigned int group_chunks = MAX_IN_ROWS / w;
+    uint8_t *d_in = c->d_base;
+    uint8_t *d_out = c->d_base + c->stride * p->n_in;
+    struct kargs *a = (struct kargs *) malloc(sizeof *a);
+    cudaError_t e = cudaSuccess;
+
+    if (!a) {
+        return cudaErrorMemoryAllocation;
+    }
+    for (unsigned int o0 = 0; o0 < out_rows && e == cudaSuccess;
+         o0 += pass_rows) {
+        unsigned int nr = out_rows - o0 < pass_rows ? out_rows - o0
+                                                    : pass_rows;
+
+        for (unsigned int i0 = 0; i0 < p->n_in && e == cudaSuccess;
+             i0 += group_chunks) {
+            unsigned int ni = p->n_in - i0 < group_chunks ? p->n_in - i0
+                                                          : group_chunks;
+
+            memset(a, 0, sizeof *a);
+            for (unsigned int o = 0; o < nr; o++) {
+                unsigned int row = o0 + o;
+
+                a->out_row[o] = d_out + c->stride * (row / w)
+                                + (size_t) (row % w) * ps;
+            }
+            for (unsigned int r = 0; r < ni * w; r++) {
+                unsigned int in_row = i0 * w + r;
+                uint64_t mask = 0;
+
+                a->in_row[r] = d_in + c->stride * (in_row / w)
+                               + (size_t) (in_row % w) * ps;
+                for (unsigned int o = 0; o < nr; o++) {
+                    if (p->bits[(size_t) (o0 + o) * in_rows + in_row]) {
+                        mask |= 1ull << o;
+                    }
+                }
+                a->mask[r] = mask;
+            }
+            a->col_begin = (uint64_t) b0 * (ps / unit);
+            a->n_cols = (uint64_t) (b1 - b0) * (ps / unit);
+            a->block_bytes = (uint64_t) w * ps;
+            a->units_per_packet = ps / unit;
+            a->n_in_rows = ni * w;
+            a->n_out_rows = nr;
+            a->accumulate = i0 > 0;
+            e = launch(unit, nr, a, st);
+        }
+    }
+    free(a);
+    return e;
+}
+
+/* The runtime calls of a submission, or their host equivalents when
+ * emulating. */
+static cudaError_t
+xcopy(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+      cudaStream_t st)
+{
+    if (emulate) {
+        memcpy(dst, src, n);
+        return cudaSuccess;
+    }
+    return cudaMemcpyAsync(dst, src, n, kind, st);
+}
+
+static cudaError_t
+xrecord(cudaEvent_t e, cudaStream_t st)
+{
+    return emulate ? cudaSuccess : cudaEventRecord(e, st);
+}
+
+static cudaError_t
+xwait_event(cudaStream_t st, cudaEvent_t e)
+{
+    return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
+}
+
+static int
+cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
+            bool again)
+{
+    struct cuda_batch *c = cb(b);
+    const struct parity_plan *p = b->plan;
+    size_t block = (size_t) p->w * b->coder->cfg.packetsize;
+    size_t n_blocks = b->size / block, per, s0;
+    cudaStream_t user;
+    unsigned int n_slices, s, i, used;
+    int error;
+
+    if (!stream) {
+        stream = gpu_stream_per_thread();
+    }
+    user = (cudaStream_t) gpu_stream_native(stream);
+    c->fallback = false;
+    c->error = GPU_OK;
+    error = emulate ? GPU_OK : CK(cudaSetDevice(b->coder->cfg.device));
+    if (error) {
+        goto fail;
+    }
+
+    if (again) {
+        c->profiled = b->coder->cfg.profile && !emulate;
+        if (c->profiled) {
+            error = CK(cudaEventRecord(c->prof[0], user));
+        }
+        if (!error) {
+            error = CK(apply_blocks(b, 0, n_blocks, user));
+        }
+        if (!error && c->profiled) {
+            error = CK(cudaEventRecord(c->prof[1], user));
+        }
+        if (!error) {
+            error = CK(xrecord(c->done, user));
+        }
+        if (error) {
+            /* Nothing on the host to redo: report it. */
+            c->error = error;
+        }
+        return GPU_OK;
+    }
+
+    c->profiled = false;
+    n_slices = b->size / SLICE_BYTES;
+    n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
+                                                        : n_slices;
+    if (n_slices > n_blocks) {
+        n_slices = n_blocks;
+    }
+    per = (n_blocks + n_slices - 1) / n_slices;
+    used = n_slices < N_STREAMS ? n_slices : N_STREAMS;
+
+    error = CK(xrecord(c->start, user));
+    for (s = 0; !error && s < used; s++) {
+        error = CK(xwait_event(c->streams[s], c->start));
+    }
+    for (s = 0, s0 = 0; !error && s0 < n_blocks; s++, s0 += per) {
+        size_t s1 = s0 + per < n_blocks ? s0 + per : n_blocks;
+        size_t off = s0 * block, len = (s1 - s0) * block;
+        cudaStream_t st = c->streams[s % N_STREAMS];
+
+        for (i = 0; !error && i < p->n_in; i++) {
+            error = CK(xcopy(c->d_base + c->stride * i + off,
+                             b->in[i] + off, len, cudaMemcpyHostToDevice,
+                             st));
+        }
+        if (!error) {
+            error = CK(apply_blocks(b, s0, s1, st));
+        }
+        for (i = 0; !error && i < p->n_out; i++) {
+            error = CK(xcopy(b->out[i] + off,
+                             c->d_base + c->stride * (p->n_in + i) + off,
+                             len, cudaMemcpyDeviceToHost, st));
+        }
+    }
+    for (s = 0; !error && s < used; s++) {
+        error = CK(xrecord(c->slice_done[s], c->streams[s]));
+        if (!error) {
+            error = CK(xwait_event(user, c->slice_done[s]));
+        }
+    }
+    if (!error) {
+        error = CK(xrecord(c->done, user));
+    }
+    if (!error) {
+        return GPU_OK;
+    }
+fail:
+    /* Code it on the CPU when waited for, once whatever was queued has
+     * drained (it may still be writing the outputs). */
+    c->fallback = true;
+    return GPU_OK;
+}
+
+static void
+drain(struct cuda_batch *c)
+{
+    if (emulate) {
+        return;
+    }
+    for (int i = 0; i < N_STREAMS; i++) {
+        cudaStreamSynchronize(c->streams[i]);
+    }
+    cudaGetLastError();
+}
+
+static int
+cuda_finish(struct gpu_parity_batch *b, int error)
+{
+    struct cuda_batch *c = cb(b);
+
+    if (c->error) {
+        return c->error;
+    }
+    if (!error && c->profiled) {
+        float ms = 0;
+
+        if (cudaEventElapsedTime(&ms, c->prof[0], c->prof[1])
+            == cudaSuccess) {
+            __atomic_add_fetch(&b->coder->kernel_ns,
+                               (uint64_t) (ms * 1e6), __ATOMIC_RELAXED);
+        }
+        cudaGetLastError();
+    }
+    if (error || c->fallback) {
+        drain(c);
+        gpu_parity_cpu_apply(b->plan, b->coder->cfg.packetsize, b->in,
+                             b->out, b->size);
+        gpu_parity_count(b, true);
+    }
+    return GPU_OK;
+}
+
+static int
+cuda_poll(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+    cudaError_t e;
+
+    if (c->fallback || c->error || emulate) {
+        return cuda_finish(b, GPU_OK);
+    }
+    e = cudaEventQuery(c->done);
+    if (e == cudaErrorNotReady) {
+        return GPU_ERR_BUSY;
+    }
+    return cuda_finish(b, CK(e));
+}
+
+static int
+cuda_wait(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+
+    if (c->fallback || c->error || emulate) {
+        return cuda_finish(b, GPU_OK);
+    }
+    return cuda_finish(b, CK(cudaEventSynchronize(c->done)));
+}
+
+extern "C" {
+const struct gpu_parity_provider gpu_parity_cuda_provider = {
+    "cuda",
+    GPU_PARITY_BACKEND_CUDA,
+    NULL,
+    NULL,
+    cuda_batch_init,
+    cuda_batch_uninit,
+    cuda_submit,
+    cuda_poll,
+    cuda_wait,
+};
+}

@@ -1,0 +1,153 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Internals shared by the parity core (parity.c) and its backends
+ * (parity-cpu.c, parity-cuda.cu).  Not part of the API.
+ *
+ * The core owns the mathematics: GF(2^w), the Cauchy matrix, its
+ * bitmatrix, and the decoding matrices, all on the host.  What a backend
+ * runs is a "plan": n_out output chunks, each row of which is the XOR of
+ * some rows of n_in input chunks.  Encoding is the plan (inputs: the data
+ * chunks; outputs: the parity chunks; rows: the bitmatrix).  Decoding is a
+ * plan built per erasure pattern (inputs: k surviving chunks; outputs:
+ * every erased chunk, data or parity, in one pass as in G-CRS).  A backend
+ * ("provider", like OVS's struct netdev_class) applies plans to buffers.
+ */
+#ifndef GPU_PARITY_PRIVATE_H
+#define GPU_PARITY_PRIVATE_H 1
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu_services/parity/gpu-parity.h"
+#include "gpu_services/parity/parity-inline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct parity_plan {
+    unsigned int w;
+    unsigned int n_in, n_out;   /* Chunks. */
+    /* (n_out * w) x (n_in * w) over GF(2), row-major, one byte each. */
+    uint8_t *bits;
+    /* For the CPU: the input rows of output row o are
+     * srcs[src_start[o] .. src_start[o + 1]). */
+    uint32_t *src_start;
+    uint16_t *srcs;
+    /* Decode plans: the chunk ids read and written. */
+    int in_ids[GPU_PARITY_MAX_CHUNKS];
+    int out_ids[GPU_PARITY_MAX_CHUNKS];
+};
+
+static inline uint8_t
+parity_plan_bit(const struct parity_plan *p, unsigned int out_row,
+                unsigned int in_row)
+{
+    return p->bits[(size_t) out_row * p->n_in * p->w + in_row];
+}
+
+struct gpu_parity_provider {
+    const char *name;
+    enum gpu_parity_backend type;
+
+    int (*init)(struct gpu_parity *);
+    void (*uninit)(struct gpu_parity *);
+    int (*batch_init)(struct gpu_parity_batch *);
+    void (*batch_uninit)(struct gpu_parity_batch *);
+    /* Starts applying the batch's current plan to its current buffers
+     * (see struct gpu_parity_batch); 'again' asks for a kernel-only re-run
+     * on the data already on the device. */
+    int (*submit)(struct gpu_parity_batch *, struct gpu_stream *,
+                  bool again);
+    int (*poll)(struct gpu_parity_batch *);
+    int (*wait)(struct gpu_parity_batch *);
+};
+
+struct gpu_parity {
+    struct gpu_parity_config cfg;   /* backend: CPU or CUDA. */
+    char why[160];
+    const struct gpu_parity_provider *prov;
+    void *pdata;
+
+    int *matrix;                /* m x k over GF(2^w). */
+    int *bitmatrix;             /* (m*w) x (k*w). */
+    struct parity_plan encode;
+
+    /* The last decode plan, by erasure pattern: decoders see the same
+     * pattern for many stripes in a row. */
+    pthread_mutex_t cache_mutex;
+    uint8_t cache_key[GPU_PARITY_MAX_CHUNKS];
+    struct parity_plan *cache_plan;
+
+    /* Batches for the synchronous calls, reused. */
+    pthread_mutex_t pool_mutex;
+    struct gpu_parity_batch *pool;
+
+    /* Updated atomically. */
+    uint64_t n_encodes, n_decodes, n_bytes, n_fallbacks, n_refused;
+    uint64_t kernel_ns;
+};
+
+struct gpu_parity_batch {
+    struct gpu_parity *coder;
+    size_t max_size;
+    struct gpu_parity_batch *pool_next;
+    void *pdata;
+
+    /* The current submission. */
+    struct parity_plan *plan;   /* &coder->encode, or 'dplan'. */
+    struct parity_plan *dplan;  /* Owned decode plan, or NULL. */
+    const uint8_t *in[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *out[GPU_PARITY_MAX_CHUNKS];
+    size_t size;
+    bool busy;                  /* Submitted, not yet waited for. */
+    bool decode;
+    bool counted;               /* Stats taken for this submission. */
+};
+
+/* Applies 'plan' on the CPU: out[o] from in[0 .. n_in), 'size' bytes each.
+ * Used by the CPU backend and by the CUDA backend's fallback. */
+void gpu_parity_cpu_apply(const struct parity_plan *, unsigned int packetsize,
+                          const uint8_t *const *in, uint8_t *const *out,
+                          size_t size);
+
+/* Adds a finished submission to the coder's stats. */
+void gpu_parity_count(struct gpu_parity_batch *, bool fallback);
+
+extern const struct gpu_parity_provider gpu_parity_cpu_provider;
+#ifdef HAVE_CUDA
+extern const struct gpu_parity_provider gpu_parity_cuda_provider;
+/* Nonzero if the CUDA backend has a usable device; 'why' says otherwise. */
+int gpu_parity_cuda_probe(int device, char *why, size_t why_size);
+#endif
+
+/* ---- GF(2^w) and the Cauchy matrix (parity.c), for tests too. ---- */
+
+unsigned int gpu_parity_gf_mul(unsigned int a, unsigned int b,
+                               unsigned int w);
+unsigned int gpu_parity_gf_div(unsigned int a, unsigned int b,
+                               unsigned int w);
+/* Ones in the w x w bitmatrix of 'e' (Jerasure's cauchy_n_ones). */
+unsigned int gpu_parity_n_ones(unsigned int e, unsigned int w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* parity-private.h */

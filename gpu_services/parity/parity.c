@@ -1,0 +1,1331 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Parity core: GF(2^w) arithmetic, the Cauchy coding matrix (the one
+ * Jerasure's cauchy_good_general_coding_matrix() builds), its bitmatrix,
+ * decoding plans, and the coder and batch API that dispatches to a
+ * backend (parity-cpu.c, parity-cuda.cu).
+ */
+#include <config.h>
+
+#include "gpu_services/parity/parity-private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *
+gpu_parity_strerror(int status)
+{
+    switch (status) {
+    case GPU_PARITY_ERR_CODE:
+        return "bad code parameters (need k >= 1, m >= 1, 1 <= w <= 8, "
+               "k + m <= 2^w)";
+    case GPU_PARITY_ERR_SIZE:
+        return "bad size (packetsize a multiple of 8, size a multiple of "
+               "w * packetsize, within the batch)";
+    case GPU_PARITY_ERR_TOO_MANY_ERASURES:
+        return "more erasures than parity chunks: cannot rebuild";
+    case GPU_PARITY_ERR_ERASURE_ID:
+        return "erasure id out of range or repeated";
+    case GPU_PARITY_ERR_PACKET:
+        return "packet group cannot be coded (length or parity size)";
+    default:
+        return gpu_status_string(status);
+    }
+}
+
+const char *
+gpu_parity_backend_name(enum gpu_parity_backend b)
+{
+    switch (b) {
+    case GPU_PARITY_BACKEND_AUTO: return "auto";
+    case GPU_PARITY_BACKEND_CPU: return "cpu";
+    case GPU_PARITY_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+int
+gpu_parity_backend_parse(const char *s, enum gpu_parity_backend *b)
+{
+    if (!s || !*s || !strcmp(s, "auto")) {
+        *b = GPU_PARITY_BACKEND_AUTO;
+    } else if (!strcmp(s, "cpu")) {
+        *b = GPU_PARITY_BACKEND_CPU;
+    } else if (!strcmp(s, "cuda")) {
+        *b = GPU_PARITY_BACKEND_CUDA;
+    } else {
+        return GPU_ERR_INVALID;
+    }
+    return GPU_OK;
+}
+
+/* ---- GF(2^w). ----
+ *
+ * The primitive polynomials are gf-complete's defaults, which Jerasure 2
+ * uses: the tests check every product against Jerasure's
+ * galois_single_multiply().  The coding matrix is built once per coder, so
+ * plain shift-and-add multiplication is fast enough and needs no tables. */
+static const unsigned int gf_poly[GPU_PARITY_MAX_W + 1] = {
+    0, 0x3, 0x7, 0xb, 0x13, 0x25, 0x43, 0x89, 0x11d,
+};
+
+unsigned int
+gpu_parity_gf_mul(unsigned int a, unsigned int b, unsigned int w)
+{
+    unsigned int top = 1u << w, p = 0;
+
+    while (b) {
+        if (b & 1) {
+            p ^= a;
+        }
+        b >>= 1;
+        a <<= 1;
+        if (a & top) {
+            a ^= gf_poly[w];
+        }
+    }
+    return p;
+}
+
+static unsigned int
+gf_inv(unsigned int a, unsigned int w)
+{
+    /* a^(2^w - 2): the multiplicative group has order 2^w - 1. */
+    unsigned int r = 1, e = (1u << w) - 2;
+
+    while (e) {
+        if (e & 1) {
+            r = gpu_parity_gf_mul(r, a, w);
+        }
+        a = gpu_parity_gf_mul(a, a, w);
+        e >>= 1;
+    }
+    return r;
+}
+
+unsigned int
+gpu_parity_gf_div(unsigned int a, unsigned int b, unsigned int w)
+{
+    return b ? gpu_parity_gf_mul(a, gf_inv(b, w), w) : 0;
+}
+
+unsigned int
+gpu_parity_n_ones(unsigned int e, unsigned int w)
+{
+    unsigned int n = 0, x;
+
+    /* Column x of e's bitmatrix is e * 2^x. */
+    for (x = 0; x < w; x++) {
+        n += __builtin_popcount(e);
+        e = gpu_parity_gf_mul(e, 2, w);
+    }
+    return n;
+}
+
+/* ---- The Cauchy matrix. ---- */
+
+int
+gpu_parity_check_params(unsigned int k, unsigned int m, unsigned int w,
+                        unsigned int packetsize, char *err, size_t err_size)
+{
+    char dummy[1];
+
+    if (!err) {
+        err = dummy;
+        err_size = sizeof dummy;
+    }
+    if (w < 1 || w > GPU_PARITY_MAX_W) {
+        snprintf(err, err_size, "w=%u: w must be 1 to %d", w,
+                 GPU_PARITY_MAX_W);
+        return GPU_PARITY_ERR_CODE;
+    }
+    if (!k || !m) {
+        snprintf(err, err_size, "k=%u m=%u: need at least one data and "
+                 "one parity chunk", k, m);
+        return GPU_PARITY_ERR_CODE;
+    }
+    if (k + m > (1u << w)) {
+        snprintf(err, err_size, "k=%u m=%u w=%u: k + m must be at most "
+                 "2^w = %u", k, m, w, 1u << w);
+        return GPU_PARITY_ERR_CODE;
+    }
+    if (!packetsize || packetsize % 8 || packetsize > (1u << 30)) {
+        snprintf(err, err_size, "packetsize=%u: must be a nonzero "
+                 "multiple of 8", packetsize);
+        return GPU_PARITY_ERR_SIZE;
+    }
+    return GPU_OK;
+}
+
+/* Jerasure's cauchy_original_coding_matrix() then
+ * cauchy_improve_coding_matrix(): X = {m .. m+k-1}, Y = {0 .. m-1},
+ * element [i][j] = 1 / (i ^ (m + j)); then every column is divided by its
+ * first element (so row 0 is all ones), and every later row is divided by
+ * the element that leaves it with the fewest ones in its bitmatrix, if
+ * that beats leaving it as it is (the first such element on ties). */
+static void
+cauchy_general(unsigned int k, unsigned int m, unsigned int w, int *mat)
+{
+    unsigned int i, j, x;
+
+    for (i = 0; i < m; i++) {
+        for (j = 0; j < k; j++) {
+            mat[i * k + j] = gpu_parity_gf_div(1, i ^ (m + j), w);
+        }
+    }
+    for (j = 0; j < k; j++) {
+        if (mat[j] != 1) {
+            unsigned int t = gpu_parity_gf_div(1, mat[j], w);
+
+            for (i = 0; i < m; i++) {
+                mat[i * k + j] = gpu_parity_gf_mul(mat[i * k + j], t, w);
+            }
+        }
+    }
+    for (i = 1; i < m; i++) {
+        int *row = &mat[i * k];
+        unsigned int best = 0;
+        int best_j = -1;
+
+        for (j = 0; j < k; j++) {
+            best += gpu_parity_n_ones(row[j], w);
+        }
+        for (j = 0; j < k; j++) {
+            if (row[j] != 1) {
+                unsigned int t = gpu_parity_gf_div(1, row[j], w), n = 0;
+
+                for (x = 0; x < k; x++) {
+                    n += gpu_parity_n_ones(gpu_parity_gf_mul(row[x], t, w),
+                                           w);
+                }
+                if (n < best) {
+                    best = n;
+                    best_j = j;
+                }
+            }
+        }
+        if (best_j >= 0) {
+            unsigned int t = gpu_parity_gf_div(1, row[best_j], w);
+
+            for (j = 0; j < k; j++) {
+                row[j] = gpu_parity_gf_mul(row[j], t, w);
+            }
+        }
+    }
+}
+
+/* For m = 2 (and w >= 2) Jerasure uses a table of the best second rows
+ * (Plank's RAID-6 search).  That table is every nonzero element of
+ * GF(2^w) sorted by the ones in its bitmatrix, ties by value: the tests
+ * check this against Jerasure for every k.  Computing it keeps Jerasure a
+ * test oracle and not a source. */
+static int
+cmp_ones(const void *a_, const void *b_)
+{
+    const unsigned int *a = a_, *b = b_;
+
+    return a[0] != b[0] ? (a[0] < b[0] ? -1 : 1)
+                        : (a[1] < b[1] ? -1 : a[1] > b[1]);
+}
+
+static void
+cauchy_raid6(unsigned int k, unsigned int w, int *mat)
+{
+    unsigned int n = (1u << w) - 1, e, i;
+    unsigned int (*v)[2] = malloc(n * sizeof *v);
+
+    for (e = 1; e <= n; e++) {
+        v[e - 1][0] = gpu_parity_n_ones(e, w);
+        v[e - 1][1] = e;
+    }
+    qsort(v, n, sizeof *v, cmp_ones);
+    for (i = 0; i < k; i++) {
+        mat[i] = 1;
+        mat[k + i] = v[i][1];
+    }
+    free(v);
+}
+
+static int *
+cauchy_good_matrix(unsigned int k, unsigned int m, unsigned int w)
+{
+    int *mat = malloc((size_t) k * m * sizeof *mat);
+
+    if (mat) {
+        if (m == 2 && w >= 2 && k <= (1u << w) - 1) {
+            cauchy_raid6(k, w, mat);
+        } else {
+            cauchy_general(k, m, w, mat);
+        }
+    }
+    return mat;
+}
+
+/* Jerasure's jerasure_matrix_to_bitmatrix(): entry (i*w + l, j*w + x) is
+ * bit l of element [i][j] times 2^x. */
+static int *
+matrix_to_bitmatrix(unsigned int k, unsigned int m, unsigned int w,
+                    const int *mat)
+{
+    size_t cols = (size_t) k * w;
+    int *bm = malloc((size_t) m * w * cols * sizeof *bm);
+    unsigned int i, j, x, l;
+
+    if (!bm) {
+        return NULL;
+    }
+    for (i = 0; i < m; i++) {
+        for (j = 0; j < k; j++) {
+            unsigned int e = mat[i * k + j];
+
+            for (x = 0; x < w; x++) {
+                for (l = 0; l < w; l++) {
+                    bm[(i * w + l) * cols + j * w + x] = (e >> l) & 1;
+                }
+                e = gpu_parity_gf_mul(e, 2, w);
+            }
+        }
+    }
+    return bm;
+}
+
+/* ---- Plans. ---- */
+
+static void
+plan_free(struct parity_plan *p)
+{
+    if (p) {
+        free(p->bits);
+        free(p->src_start);
+        free(p->srcs);
+    }
+}
+
+static void
+plan_destroy(struct parity_plan *p)
+{
+    plan_free(p);
+    free(p);
+}
+
+/* Allocates 'p''s arrays for n_out x n_in chunks of w rows. */
+static int
+plan_alloc(struct parity_plan *p, unsigned int w, unsigned int n_in,
+           unsigned int n_out)
+{
+    size_t rows = (size_t) n_out * w, cols = (size_t) n_in * w;
+
+    p->w = w;
+    p->n_in = n_in;
+    p->n_out = n_out;
+    p->bits = calloc(rows * cols + 1, 1);
+    p->src_start = calloc(rows + 1, sizeof *p->src_start);
+    p->srcs = calloc(rows * cols + 1, sizeof *p->srcs);
+    return p->bits && p->src_start && p->srcs ? GPU_OK : GPU_ERR_NOMEM;
+}
+
+/* Fills the CPU's source lists from 'bits'. */
+static void
+plan_finish(struct parity_plan *p)
+{
+    size_t rows = (size_t) p->n_out * p->w, cols = (size_t) p->n_in * p->w;
+    size_t o, c, n = 0;
+
+    for (o = 0; o < rows; o++) {
+        p->src_start[o] = n;
+        for (c = 0; c < cols; c++) {
+            if (p->bits[o * cols + c]) {
+                p->srcs[n++] = c;
+            }
+        }
+    }
+    p->src_start[rows] = n;
+}
+
+static struct parity_plan *
+plan_clone(const struct parity_plan *src)
+{
+    struct parity_plan *p = calloc(1, sizeof *p);
+    size_t rows = (size_t) src->n_out * src->w;
+    size_t cols = (size_t) src->n_in * src->w;
+
+    if (!p || plan_alloc(p, src->w, src->n_in, src->n_out)) {
+        if (p) {
+            plan_destroy(p);
+        }
+        return NULL;
+    }
+    memcpy(p->bits, src->bits, rows * cols);
+    memcpy(p->src_start, src->src_start, (rows + 1) * sizeof *p->src_start);
+    memcpy(p->srcs, src->srcs, rows * cols * sizeof *p->srcs);
+    memcpy(p->in_ids, src->in_ids, sizeof p->in_ids);
+    memcpy(p->out_ids, src->out_ids, sizeof p->out_ids);
+    return p;
+}
+
+/* GF(2) matrices for decoding: 'n' rows of 'nw' 64-bit words. */
+static inline void
+row_xor(uint64_t *dst, const uint64_t *src, size_t nw)
+{
+    for (size_t i = 0; i < nw; i++) {
+        dst[i] ^= src[i];
+    }
+}
+
+static inline bool
+row_bit(const uint64_t *row, size_t c)
+{
+    return (row[c / 64] >> (c % 64)) & 1;
+}
+
+/* Inverts the n x n matrix 'a' (destroyed) into 'inv' by Gauss-Jordan.
+ * Returns false if it is singular, which an MDS code's survivors never
+ * are; the caller still refuses rather than decode garbage. */
+static bool
+gf2_invert(uint64_t *a, uint64_t *inv, size_t n, size_t nw)
+{
+    size_t i, r, c;
+
+    memset(inv, 0, n * nw * sizeof *inv);
+    for (i = 0; i < n; i++) {
+        inv[i * nw + i / 64] |= 1ull << (i % 64);
+    }
+    for (c = 0; c < n; c++) {
+        for (r = c; r < n && !row_bit(&a[r * nw], c); r++) {
+            continue;
+        }
+        if (r == n) {
+            return false;
+        }
+        if (r != c) {
+            for (i = 0; i < nw; i++) {
+                uint64_t t = a[r * nw + i];
+
+                a[r * nw + i] = a[c * nw + i];
+                a[c * nw + i] = t;
+                t = inv[r * nw + i];
+                inv[r * nw + i] = inv[c * nw + i];
+                inv[c * nw + i] = t;
+            }
+        }
+        for (r = 0; r < n; r++) {
+            if (r != c && row_bit(&a[r * nw], c)) {
+                row_xor(&a[r * nw], &a[c * nw], nw);
+                row_xor(&inv[r * nw], &inv[c * nw], nw);
+            }
+        }
+    }
+    return true;
+}
+
+/* Builds the plan that rebuilds the chunks 'want' (ids, ascending) from
+ * the first k chunks not in 'erased' (a k+m flag array with at most m
+ * set).  Every output row is written directly as an XOR of survivor rows:
+ * data rows from the inverse of the survivors' generator rows, parity
+ * rows from the generator row times that inverse (G-CRS's "fully
+ * parallel" decoding), so one pass rebuilds data and parity alike. */
+static int
+plan_decode(const struct gpu_parity *pc, const uint8_t *erased,
+            const int *want, unsigned int n_want, struct parity_plan **pp)
+{
+    unsigned int k = pc->cfg.k, m = pc->cfg.m, w = pc->cfg.w;
+    size_t n = (size_t) k * w, nw = (n + 63) / 64;
+    uint64_t *g = calloc(n * nw, sizeof *g);
+    uint64_t *inv = calloc(n * nw, sizeof *inv);
+    uint64_t *row = calloc(nw, sizeof *row);
+    struct parity_plan *p = calloc(1, sizeof *p);
+    unsigned int id, s = 0, o, r, t;
+    int error = GPU_ERR_NOMEM;
+
+    if (!g || !inv || !row || !p || plan_alloc(p, w, k, n_want)) {
+        goto out;
+    }
+    for (id = 0; id < k + m && s < k; id++) {
+        if (erased[id]) {
+            continue;
+        }
+        p->in_ids[s] = id;
+        for (t = 0; t < w; t++) {
+            uint64_t *gr = &g[((size_t) s * w + t) * nw];
+
+            if (id < k) {
+                size_t c = (size_t) id * w + t;
+
+                gr[c / 64] |= 1ull << (c % 64);
+            } else {
+                const int *bm = &pc->bitmatrix[((size_t) (id - k) * w + t)
+                                               * n];
+                for (size_t c = 0; c < n; c++) {
+                    if (bm[c]) {
+                        gr[c / 64] |= 1ull << (c % 64);
+                    }
+                }
+            }
+        }
+        s++;
+    }
+    if (s < k || !gf2_invert(g, inv, n, nw)) {
+        error = GPU_PARITY_ERR_TOO_MANY_ERASURES;
+        goto out;
+    }
+    for (o = 0; o < n_want; o++) {
+        id = want[o];
+        p->out_ids[o] = id;
+        for (r = 0; r < w; r++) {
+            uint8_t *bits = &p->bits[((size_t) o * w + r) * n];
+
+            if (id < k) {
+                memcpy(row, &inv[((size_t) id * w + r) * nw],
+                       nw * sizeof *row);
+            } else {
+                const int *bm = &pc->bitmatrix[((size_t) (id - k) * w + r)
+                                               * n];
+                memset(row, 0, nw * sizeof *row);
+                for (size_t c = 0; c < n; c++) {
+                    if (bm[c]) {
+                        row_xor(row, &inv[c * nw], nw);
+                    }
+                }
+            }
+            for (size_t c = 0; c < n; c++) {
+                bits[c] = row_bit(row, c);
+            }
+        }
+    }
+    plan_finish(p);
+    *pp = p;
+    p = NULL;
+    error = GPU_OK;
+out:
+    free(g);
+    free(inv);
+    free(row);
+    if (p) {
+        plan_destroy(p);
+    }
+    return error;
+}
+
+/* Checks an erasure list and turns it into flags.  Refuses more than m
+ * erasures before looking at anything else, so the caller gets the error
+ * that matters. */
+static int
+erasures_to_flags(const struct gpu_parity *pc, const int *erasures,
+                  size_t n_erasures, uint8_t *erased)
+{
+    unsigned int k = pc->cfg.k, m = pc->cfg.m;
+
+    memset(erased, 0, GPU_PARITY_MAX_CHUNKS);
+    if (n_erasures > m) {
+        return GPU_PARITY_ERR_TOO_MANY_ERASURES;
+    }
+    if (n_erasures && !erasures) {
+        return GPU_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n_erasures; i++) {
+        int id = erasures[i];
+
+        if (id < 0 || (unsigned int) id >= k + m || erased[id]) {
+            return GPU_PARITY_ERR_ERASURE_ID;
+        }
+        erased[id] = 1;
+    }
+    return GPU_OK;
+}
+
+/* A decode plan for 'erased', rebuilding the ids flagged in 'want', from
+ * the cache when the pattern repeats. */
+static int
+get_decode_plan(struct gpu_parity *pc, const uint8_t *erased,
+                const uint8_t *want, struct parity_plan **pp)
+{
+    unsigned int n = pc->cfg.k + pc->cfg.m, n_want = 0, id;
+    uint8_t key[GPU_PARITY_MAX_CHUNKS];
+    int ids[GPU_PARITY_MAX_CHUNKS];
+    int error;
+
+    for (id = 0; id < n; id++) {
+        key[id] = erased[id] | want[id] << 1;
+        if (want[id]) {
+            ids[n_want++] = id;
+        }
+    }
+    pthread_mutex_lock(&pc->cache_mutex);
+    if (pc->cache_plan && !memcmp(pc->cache_key, key, n)) {
+        *pp = plan_clone(pc->cache_plan);
+        pthread_mutex_unlock(&pc->cache_mutex);
+        return *pp ? GPU_OK : GPU_ERR_NOMEM;
+    }
+    pthread_mutex_unlock(&pc->cache_mutex);
+
+    error = plan_decode(pc, erased, ids, n_want, pp);
+    if (!error) {
+        struct parity_plan *copy = plan_clone(*pp);
+
+        if (copy) {
+            pthread_mutex_lock(&pc->cache_mutex);
+            if (pc->cache_plan) {
+                plan_destroy(pc->cache_plan);
+            }
+            pc->cache_plan = copy;
+            memcpy(pc->cache_key, key, n);
+            pthread_mutex_unlock(&pc->cache_mutex);
+        }
+    }
+    return error;
+}
+
+/* ---- Coders. ---- */
+
+void
+gpu_parity_config_init(struct gpu_parity_config *cfg, unsigned int k,
+                       unsigned int m)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->k = k;
+    cfg->m = m;
+    cfg->w = 1;
+    while (cfg->w < GPU_PARITY_MAX_W && (1u << cfg->w) < k + m) {
+        cfg->w++;
+    }
+    cfg->packetsize = 2048;
+    cfg->backend = GPU_PARITY_BACKEND_AUTO;
+    cfg->device = 0;
+}
+
+bool
+gpu_parity_cuda_available(void)
+{
+#ifdef HAVE_CUDA
+    return gpu_parity_cuda_probe(0, NULL, 0);
+#else
+    return false;
+#endif
+}
+
+int
+gpu_parity_create(const struct gpu_parity_config *cfg,
+                  struct gpu_parity **coderp, char *err, size_t err_size)
+{
+    char dummy[1];
+    struct gpu_parity *pc;
+    unsigned int k, m, w, o;
+    int error;
+
+    if (!err) {
+        err = dummy;
+        err_size = sizeof dummy;
+    }
+    if (!cfg || !coderp) {
+        snprintf(err, err_size, "null argument");
+        return GPU_ERR_INVALID;
+    }
+    error = gpu_parity_check_params(cfg->k, cfg->m, cfg->w, cfg->packetsize,
+                                    err, err_size);
+    if (error) {
+        return error;
+    }
+    k = cfg->k;
+    m = cfg->m;
+    w = cfg->w;
+
+    pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        return GPU_ERR_NOMEM;
+    }
+    pc->cfg = *cfg;
+    pthread_mutex_init(&pc->cache_mutex, NULL);
+    pthread_mutex_init(&pc->pool_mutex, NULL);
+
+    switch (cfg->backend) {
+    case GPU_PARITY_BACKEND_CPU:
+        pc->prov = &gpu_parity_cpu_provider;
+        snprintf(pc->why, sizeof pc->why, "cpu asked for");
+        break;
+    case GPU_PARITY_BACKEND_CUDA:
+    case GPU_PARITY_BACKEND_AUTO:
+#ifdef HAVE_CUDA
+        if (gpu_parity_cuda_probe(cfg->device, pc->why, sizeof pc->why)) {
+            pc->prov = &gpu_parity_cuda_provider;
+            snprintf(pc->why, sizeof pc->why, "%s",
+                     cfg->backend == GPU_PARITY_BACKEND_CUDA
+                     ? "cuda asked for" : "auto: CUDA device usable");
+            break;
+        }
+#else
+        snprintf(pc->why, sizeof pc->why, "built without CUDA");
+#endif
+        if (cfg->backend == GPU_PARITY_BACKEND_CUDA) {
+            snprintf(err, err_size, "CUDA backend unusable: %s", pc->why);
+            gpu_parity_destroy(pc);
+            return GPU_ERR_NO_DEVICE;
+        } else {
+            char why[sizeof pc->why];
+
+            memcpy(why, pc->why, sizeof why);
+            snprintf(pc->why, sizeof pc->why, "auto: %.*s",
+                     (int) sizeof pc->why - 7, why);
+            pc->prov = &gpu_parity_cpu_provider;
+        }
+        break;
+    default:
+        snprintf(err, err_size, "unknown backend %d", (int) cfg->backend);
+        gpu_parity_destroy(pc);
+        return GPU_ERR_INVALID;
+    }
+    pc->cfg.backend = pc->prov->type;
+
+    pc->matrix = cauchy_good_matrix(k, m, w);
+    pc->bitmatrix = pc->matrix ? matrix_to_bitmatrix(k, m, w, pc->matrix)
+                               : NULL;
+    if (!pc->bitmatrix || plan_alloc(&pc->encode, w, k, m)) {
+        gpu_parity_destroy(pc);
+        return GPU_ERR_NOMEM;
+    }
+    for (o = 0; o < k; o++) {
+        pc->encode.in_ids[o] = o;
+    }
+    for (o = 0; o < m; o++) {
+        pc->encode.out_ids[o] = k + o;
+    }
+    for (size_t i = 0; i < (size_t) m * w * k * w; i++) {
+        pc->encode.bits[i] = pc->bitmatrix[i];
+    }
+    plan_finish(&pc->encode);
+
+    error = pc->prov->init ? pc->prov->init(pc) : GPU_OK;
+    if (error) {
+        snprintf(err, err_size, "%s backend: %s", pc->prov->name,
+                 gpu_parity_strerror(error));
+        pc->prov = NULL;
+        gpu_parity_destroy(pc);
+        return error;
+    }
+    *coderp = pc;
+    return GPU_OK;
+}
+
+void
+gpu_parity_destroy(struct gpu_parity *pc)
+{
+    if (!pc) {
+        return;
+    }
+    while (pc->pool) {
+        struct gpu_parity_batch *b = pc->pool;
+
+        pc->pool = b->pool_next;
+        gpu_parity_batch_destroy(b);
+    }
+    if (pc->prov && pc->prov->uninit) {
+        pc->prov->uninit(pc);
+    }
+    if (pc->cache_plan) {
+        plan_destroy(pc->cache_plan);
+    }
+    plan_free(&pc->encode);
+    free(pc->matrix);
+    free(pc->bitmatrix);
+    pthread_mutex_destroy(&pc->cache_mutex);
+    pthread_mutex_destroy(&pc->pool_mutex);
+    free(pc);
+}
+
+enum gpu_parity_backend
+gpu_parity_backend(const struct gpu_parity *pc)
+{
+    return pc->prov->type;
+}
+
+const char *
+gpu_parity_backend_why(const struct gpu_parity *pc)
+{
+    return pc->why;
+}
+
+void
+gpu_parity_get_config(const struct gpu_parity *pc,
+                      struct gpu_parity_config *cfg)
+{
+    *cfg = pc->cfg;
+}
+
+const int *
+gpu_parity_matrix(const struct gpu_parity *pc)
+{
+    return pc->matrix;
+}
+
+const int *
+gpu_parity_bitmatrix(const struct gpu_parity *pc)
+{
+    return pc->bitmatrix;
+}
+
+void
+gpu_parity_get_stats(struct gpu_parity *pc, struct gpu_parity_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->backend = pc->prov->type;
+    s->n_encodes = __atomic_load_n(&pc->n_encodes, __ATOMIC_RELAXED);
+    s->n_decodes = __atomic_load_n(&pc->n_decodes, __ATOMIC_RELAXED);
+    s->n_bytes = __atomic_load_n(&pc->n_bytes, __ATOMIC_RELAXED);
+    s->n_fallbacks = __atomic_load_n(&pc->n_fallbacks, __ATOMIC_RELAXED);
+    s->n_refused = __atomic_load_n(&pc->n_refused, __ATOMIC_RELAXED);
+    s->kernel_ns = __atomic_load_n(&pc->kernel_ns, __ATOMIC_RELAXED);
+}
+
+void
+gpu_parity_count(struct gpu_parity_batch *b, bool fallback)
+{
+    struct gpu_parity *pc = b->coder;
+
+    if (fallback) {
+        __atomic_add_fetch(&pc->n_fallbacks, 1, __ATOMIC_RELAXED);
+    }
+    if (b->counted) {
+        return;
+    }
+    b->counted = true;
+    __atomic_add_fetch(b->decode ? &pc->n_decodes : &pc->n_encodes, 1,
+                       __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pc->n_bytes, (uint64_t) pc->cfg.k * b->size,
+                       __ATOMIC_RELAXED);
+}
+
+static int
+refuse(struct gpu_parity *pc, int error)
+{
+    __atomic_add_fetch(&pc->n_refused, 1, __ATOMIC_RELAXED);
+    return error;
+}
+
+/* ---- Batches. ---- */
+
+int
+gpu_parity_batch_create(struct gpu_parity *pc, size_t max_size,
+                        struct gpu_parity_batch **bp)
+{
+    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+    struct gpu_parity_batch *b;
+    int error;
+
+    if (!max_size || max_size % unit) {
+        return GPU_PARITY_ERR_SIZE;
+    }
+    b = calloc(1, sizeof *b);
+    if (!b) {
+        return GPU_ERR_NOMEM;
+    }
+    b->coder = pc;
+    b->max_size = max_size;
+    error = pc->prov->batch_init ? pc->prov->batch_init(b) : GPU_OK;
+    if (error) {
+        free(b);
+        return error;
+    }
+    *bp = b;
+    return GPU_OK;
+}
+
+void
+gpu_parity_batch_destroy(struct gpu_parity_batch *b)
+{
+    if (!b) {
+        return;
+    }
+    if (b->busy) {
+        gpu_parity_wait(b);
+    }
+    if (b->coder->prov->batch_uninit) {
+        b->coder->prov->batch_uninit(b);
+    }
+    if (b->dplan) {
+        plan_destroy(b->dplan);
+    }
+    free(b);
+}
+
+static int
+check_size(const struct gpu_parity_batch *b, size_t size)
+{
+    size_t unit = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
+
+    return !size || size % unit || size > b->max_size ? GPU_PARITY_ERR_SIZE
+                                                      : GPU_OK;
+}
+
+int
+gpu_parity_encode_submit(struct gpu_parity_batch *b,
+                         struct gpu_stream *stream,
+                         const uint8_t *const *data, uint8_t *const *parity,
+                         size_t size)
+{
+    struct gpu_parity *pc = b->coder;
+    unsigned int i;
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (!data || !parity) {
+        return refuse(pc, GPU_ERR_INVALID);
+    }
+    error = check_size(b, size);
+    if (error) {
+        return refuse(pc, error);
+    }
+    for (i = 0; i < pc->cfg.k; i++) {
+        if (!data[i]) {
+            return refuse(pc, GPU_ERR_INVALID);
+        }
+        b->in[i] = data[i];
+    }
+    for (i = 0; i < pc->cfg.m; i++) {
+        if (!parity[i]) {
+            return refuse(pc, GPU_ERR_INVALID);
+        }
+        b->out[i] = parity[i];
+    }
+    if (b->dplan) {
+        plan_destroy(b->dplan);
+        b->dplan = NULL;
+    }
+    b->plan = &pc->encode;
+    b->size = size;
+    b->decode = false;
+    b->counted = false;
+    b->busy = true;
+    error = pc->prov->submit(b, stream, false);
+    if (error) {
+        b->busy = false;
+    }
+    return error;
+}
+
+/* Sets up 'b' to rebuild the chunks flagged in 'want' given 'erased'. */
+static int
+decode_setup(struct gpu_parity_batch *b, uint8_t *const *data,
+             uint8_t *const *parity, const uint8_t *erased,
+             const uint8_t *want, size_t size)
+{
+    struct gpu_parity *pc = b->coder;
+    unsigned int k = pc->cfg.k, i;
+    struct parity_plan *plan;
+    int error;
+
+    error = check_size(b, size);
+    if (error) {
+        return error;
+    }
+    for (i = 0; i < k + pc->cfg.m; i++) {
+        uint8_t *buf = i < k ? data[i] : parity[i - k];
+
+        if (!buf && (!erased[i] || want[i])) {
+            return GPU_ERR_INVALID;
+        }
+    }
+    error = get_decode_plan(pc, erased, want, &plan);
+    if (error) {
+        return error;
+    }
+    for (i = 0; i < plan->n_in; i++) {
+        int id = plan->in_ids[i];
+
+        b->in[i] = id < (int) k ? data[id] : parity[id - k];
+    }
+    for (i = 0; i < plan->n_out; i++) {
+        int id = plan->out_ids[i];
+
+        b->out[i] = id < (int) k ? data[id] : parity[id - k];
+    }
+    if (b->dplan) {
+        plan_destroy(b->dplan);
+    }
+    b->dplan = b->plan = plan;
+    b->size = size;
+    b->decode = true;
+    b->counted = false;
+    return GPU_OK;
+}
+
+static int
+decode_submit__(struct gpu_parity_batch *b, struct gpu_stream *stream,
+                uint8_t *const *data, uint8_t *const *parity,
+                const uint8_t *erased, const uint8_t *want, size_t size)
+{
+    struct gpu_parity *pc = b->coder;
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (!data || !parity) {
+        return refuse(pc, GPU_ERR_INVALID);
+    }
+    error = decode_setup(b, data, parity, erased, want, size);
+    if (error) {
+        return refuse(pc, error);
+    }
+    if (!b->plan->n_out) {
+        /* Nothing erased: nothing to do, and nothing to launch. */
+        gpu_parity_count(b, false);
+        return GPU_OK;
+    }
+    b->busy = true;
+    error = pc->prov->submit(b, stream, false);
+    if (error) {
+        b->busy = false;
+    }
+    return error;
+}
+
+int
+gpu_parity_decode_submit(struct gpu_parity_batch *b,
+                         struct gpu_stream *stream, uint8_t *const *data,
+                         uint8_t *const *parity, const int *erasures,
+                         size_t n_erasures, size_t size)
+{
+    uint8_t erased[GPU_PARITY_MAX_CHUNKS];
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    error = erasures_to_flags(b->coder, erasures, n_erasures, erased);
+    if (error) {
+        return refuse(b->coder, error);
+    }
+    return decode_submit__(b, stream, data, parity, erased, erased, size);
+}
+
+int
+gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
+{
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (!b->plan || !b->plan->n_out) {
+        return GPU_OK;
+    }
+    b->counted = false;
+    b->busy = true;
+    error = b->coder->prov->submit(b, stream, true);
+    if (error) {
+        b->busy = false;
+    }
+    return error;
+}
+
+int
+gpu_parity_poll(struct gpu_parity_batch *b)
+{
+    int error;
+
+    if (!b->busy) {
+        return GPU_OK;
+    }
+    error = b->coder->prov->poll(b);
+    if (error != GPU_ERR_BUSY) {
+        b->busy = false;
+        if (!error) {
+            gpu_parity_count(b, false);
+        }
+    }
+    return error;
+}
+
+int
+gpu_parity_wait(struct gpu_parity_batch *b)
+{
+    int error;
+
+    if (!b->busy) {
+        return GPU_OK;
+    }
+    error = b->coder->prov->wait(b);
+    b->busy = false;
+    if (!error) {
+        gpu_parity_count(b, false);
+    }
+    return error;
+}
+
+/* ---- Synchronous calls, through pooled batches. ---- */
+
+static int
+pool_get(struct gpu_parity *pc, size_t size, struct gpu_parity_batch **bp)
+{
+    struct gpu_parity_batch *b;
+
+    pthread_mutex_lock(&pc->pool_mutex);
+    b = pc->pool;
+    if (b) {
+        pc->pool = b->pool_next;
+    }
+    pthread_mutex_unlock(&pc->pool_mutex);
+    if (b && b->max_size >= size) {
+        *bp = b;
+        return GPU_OK;
+    }
+    gpu_parity_batch_destroy(b);
+    return gpu_parity_batch_create(pc, size, bp);
+}
+
+static void
+pool_put(struct gpu_parity *pc, struct gpu_parity_batch *b)
+{
+    pthread_mutex_lock(&pc->pool_mutex);
+    b->pool_next = pc->pool;
+    pc->pool = b;
+    pthread_mutex_unlock(&pc->pool_mutex);
+}
+
+static int
+size_ok(const struct gpu_parity *pc, size_t size)
+{
+    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+
+    return size && !(size % unit) ? GPU_OK : GPU_PARITY_ERR_SIZE;
+}
+
+int
+gpu_parity_encode(struct gpu_parity *pc, const uint8_t *const *data,
+                  uint8_t *const *parity, size_t size)
+{
+    struct gpu_parity_batch *b;
+    int error = size_ok(pc, size);
+
+    if (error) {
+        return refuse(pc, error);
+    }
+    error = pool_get(pc, size, &b);
+    if (error) {
+        return error;
+    }
+    error = gpu_parity_encode_submit(b, NULL, data, parity, size);
+    if (!error) {
+        error = gpu_parity_wait(b);
+    }
+    pool_put(pc, b);
+    return error;
+}
+
+static int
+decode_sync(struct gpu_parity *pc, uint8_t *const *data,
+            uint8_t *const *parity, const uint8_t *erased,
+            const uint8_t *want, size_t size)
+{
+    struct gpu_parity_batch *b;
+    int error = size_ok(pc, size);
+
+    if (error) {
+        return refuse(pc, error);
+    }
+    error = pool_get(pc, size, &b);
+    if (error) {
+        return error;
+    }
+    error = decode_submit__(b, NULL, data, parity, erased, want, size);
+    if (!error) {
+        error = gpu_parity_wait(b);
+    }
+    pool_put(pc, b);
+    return error;
+}
+
+int
+gpu_parity_decode(struct gpu_parity *pc, uint8_t *const *data,
+                  uint8_t *const *parity, const int *erasures,
+                  size_t n_erasures, size_t size)
+{
+    uint8_t erased[GPU_PARITY_MAX_CHUNKS];
+    int error = erasures_to_flags(pc, erasures, n_erasures, erased);
+
+    if (error) {
+        return refuse(pc, error);
+    }
+    return decode_sync(pc, data, parity, erased, erased, size);
+}
+
+/* ---- Packet groups. ---- */
+
+size_t
+gpu_parity_pkt_chunk_size(const struct gpu_parity *pc, size_t max_len)
+{
+    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+
+    if (max_len > GPU_PARITY_PKT_MAX_LEN) {
+        return 0;
+    }
+    return (max_len + 2 + unit - 1) / unit * unit;
+}
+
+/* Writes packet 'pkt' as a coded chunk: length, bytes, zeros. */
+static void
+pkt_to_chunk(uint8_t *chunk, size_t chunk_size, const uint8_t *pkt,
+             size_t len)
+{
+    chunk[0] = len >> 8;
+    chunk[1] = len;
+    if (len) {
+        memcpy(chunk + 2, pkt, len);
+    }
+    memset(chunk + 2 + len, 0, chunk_size - 2 - len);
+}
+
+int
+gpu_parity_pkt_encode(struct gpu_parity *pc, const uint8_t *const *pkts,
+                      const size_t *lens, uint8_t *const *parity,
+                      size_t parity_room, size_t *chunk_size)
+{
+    unsigned int k = pc->cfg.k, i;
+    const uint8_t *data[GPU_PARITY_MAX_CHUNKS];
+    size_t max_len = 0, cs;
+    uint8_t *scratch;
+    int error;
+
+    if (!pkts || !lens || !parity || !chunk_size) {
+        return refuse(pc, GPU_ERR_INVALID);
+    }
+    for (i = 0; i < k; i++) {
+        if (!pkts[i] && lens[i]) {
+            return refuse(pc, GPU_ERR_INVALID);
+        }
+        if (lens[i] > max_len) {
+            max_len = lens[i];
+        }
+    }
+    cs = gpu_parity_pkt_chunk_size(pc, max_len);
+    if (!cs || cs > parity_room) {
+        return refuse(pc, GPU_PARITY_ERR_PACKET);
+    }
+    scratch = malloc((size_t) k * cs);
+    if (!scratch) {
+        return GPU_ERR_NOMEM;
+    }
+    for (i = 0; i < k; i++) {
+        pkt_to_chunk(scratch + (size_t) i * cs, cs, pkts[i], lens[i]);
+        data[i] = scratch + (size_t) i * cs;
+    }
+    error = gpu_parity_encode(pc, data, parity, cs);
+    free(scratch);
+    if (!error) {
+        *chunk_size = cs;
+    }
+    return error;
+}
+
+int
+gpu_parity_pkt_decode(struct gpu_parity *pc, const uint8_t *const *pkts,
+                      const size_t *lens, uint8_t *const *out,
+                      size_t *out_lens)
+{
+    unsigned int k = pc->cfg.k, m = pc->cfg.m, i, n_present = 0;
+    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize, cs = 0;
+    uint8_t erased[GPU_PARITY_MAX_CHUNKS], want[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *data[GPU_PARITY_MAX_CHUNKS] = { NULL };
+    uint8_t *parity[GPU_PARITY_MAX_CHUNKS] = { NULL };
+    bool any_missing = false;
+    uint8_t *scratch;
+    int error;
+
+    if (!pkts || !lens || !out || !out_lens) {
+        return refuse(pc, GPU_ERR_INVALID);
+    }
+    memset(erased, 0, sizeof erased);
+    memset(want, 0, sizeof want);
+    for (i = 0; i < k + m; i++) {
+        if (!pkts[i]) {
+            erased[i] = 1;
+            if (i < k) {
+                want[i] = 1;
+                any_missing = true;
+            }
+            continue;
+        }
+        n_present++;
+        if (i >= k) {
+            if (cs && lens[i] != cs) {
+                return refuse(pc, GPU_PARITY_ERR_PACKET);
+            }
+            cs = lens[i];
+        }
+    }
+    if (!any_missing) {
+        return GPU_OK;
+    }
+    if (n_present < k) {
+        return refuse(pc, GPU_PARITY_ERR_TOO_MANY_ERASURES);
+    }
+    if (!cs || cs % unit) {
+        return refuse(pc, GPU_PARITY_ERR_PACKET);
+    }
+    for (i = 0; i < k; i++) {
+        if (pkts[i] && lens[i] + 2 > cs) {
+            return refuse(pc, GPU_PARITY_ERR_PACKET);
+        }
+    }
+
+    /* Only the first k survivors are read, and only the missing data
+     * chunks are written; the others need no buffer. */
+    scratch = malloc((size_t) k * cs);
+    if (!scratch) {
+        return GPU_ERR_NOMEM;
+    }
+    for (i = 0; i < k; i++) {
+        data[i] = scratch + (size_t) i * cs;
+        if (pkts[i]) {
+            pkt_to_chunk(data[i], cs, pkts[i], lens[i]);
+        }
+    }
+    for (i = 0; i < m; i++) {
+        /* Survivors are only read. */
+        parity[i] = (uint8_t *) pkts[k + i];
+    }
+    error = decode_sync(pc, data, parity, erased, want, cs);
+    if (!error) {
+        for (i = 0; i < k; i++) {
+            size_t len;
+
+            if (!want[i]) {
+                continue;
+            }
+            len = (size_t) data[i][0] << 8 | data[i][1];
+            if (len + 2 > cs) {
+                error = refuse(pc, GPU_PARITY_ERR_PACKET);
+                break;
+            }
+        }
+    }
+    if (!error) {
+        for (i = 0; i < k; i++) {
+            if (want[i]) {
+                size_t len = (size_t) data[i][0] << 8 | data[i][1];
+
+                memcpy(out[i], data[i] + 2, len);
+                out_lens[i] = len;
+            }
+        }
+    }
+    free(scratch);
+    return error;
+}

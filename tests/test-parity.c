@@ -1,0 +1,1035 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Tests of gpu_services/parity/: GF(2^w) and the coding matrix against
+ * Jerasure, parity bytes against Jerasure's bitmatrix encode on random
+ * data for many (k, m, w, packetsize), decoding of every erasure pattern
+ * of small codes and random patterns of large ones, refusal of too many
+ * erasures and of bad parameters, the packet-group helpers, the batch API,
+ * and the CPU and CUDA backends against each other.
+ *
+ * Environment:
+ *   GPU_TEST_SEED        master seed (decimal or 0x hex); else time-based.
+ *                        Always printed; rerun with it to repeat a failure.
+ *   GPU_PARITY_BACKEND   cpu | cuda | all (default: every backend usable
+ *                        here).  "cuda" without a device fails.
+ *   GPU_TEST_FILTER      run only tests whose names match this pattern.
+ *
+ * Without Jerasure (configure's HAVE_JERASURE) the oracle cases are
+ * skipped and say so; everything else still runs.
+ */
+#include <config.h>
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#ifdef HAVE_JERASURE
+#include <jerasure.h>
+#include <cauchy.h>
+#endif
+
+#include "gpu_services/parity/gpu-parity.h"
+
+/* Internals checked against Jerasure (parity-private.h). */
+unsigned int gpu_parity_gf_mul(unsigned int a, unsigned int b,
+                               unsigned int w);
+unsigned int gpu_parity_gf_div(unsigned int a, unsigned int b,
+                               unsigned int w);
+unsigned int gpu_parity_n_ones(unsigned int e, unsigned int w);
+
+static uint64_t master_seed;
+static enum gpu_parity_backend backends[2];
+static int n_backends;
+static bool cuda_here;
+
+/* ---- Random numbers (splitmix64). ---- */
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t
+rng_next(struct rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t
+rng_below(struct rng *r, uint32_t n)
+{
+    return n ? rng_next(r) % n : 0;
+}
+
+static struct rng
+rng_for(uint64_t a, uint64_t b)
+{
+    struct rng r = { master_seed ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+
+    rng_next(&r);
+    return r;
+}
+
+static void
+fill_random(struct rng *r, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        p[i] = rng_next(r);
+    }
+}
+
+/* ---- Stripes: k + m chunks of one size. ---- */
+
+struct stripe {
+    unsigned int k, m;
+    size_t size;
+    uint8_t *mem;               /* (k + m) * size. */
+    uint8_t *data[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *parity[GPU_PARITY_MAX_CHUNKS];
+};
+
+static void
+stripe_init(struct stripe *s, unsigned int k, unsigned int m, size_t size)
+{
+    s->k = k;
+    s->m = m;
+    s->size = size;
+    s->mem = gpu_host_alloc((k + m) * size);
+    assert_non_null(s->mem);
+    for (unsigned int i = 0; i < k + m; i++) {
+        uint8_t *c = s->mem + (size_t) i * size;
+
+        if (i < k) {
+            s->data[i] = c;
+        } else {
+            s->parity[i - k] = c;
+        }
+    }
+}
+
+static void
+stripe_destroy(struct stripe *s)
+{
+    gpu_host_free(s->mem);
+}
+
+static uint8_t *
+chunk(struct stripe *s, unsigned int id)
+{
+    return id < s->k ? s->data[id] : s->parity[id - s->k];
+}
+
+static struct gpu_parity *
+make_coder(unsigned int k, unsigned int m, unsigned int w, unsigned int ps,
+           enum gpu_parity_backend be)
+{
+    struct gpu_parity_config cfg;
+    struct gpu_parity *pc = NULL;
+    char err[256];
+    int error;
+
+    gpu_parity_config_init(&cfg, k, m);
+    cfg.w = w;
+    cfg.packetsize = ps;
+    cfg.backend = be;
+    error = gpu_parity_create(&cfg, &pc, err, sizeof err);
+    if (error) {
+        fail_msg("create k=%u m=%u w=%u ps=%u on %s: %s (%s)", k, m, w, ps,
+                 gpu_parity_backend_name(be), gpu_parity_strerror(error),
+                 err);
+    }
+    assert_int_equal(gpu_parity_backend(pc), be);
+    return pc;
+}
+
+/* The smallest w for k + m chunks. */
+static unsigned int
+min_w(unsigned int n)
+{
+    unsigned int w = 1;
+
+    while ((1u << w) < n) {
+        w++;
+    }
+    return w;
+}
+
+/* A random valid code with w >= wmin, k + m <= max_n. */
+static void
+random_code(struct rng *r, unsigned int max_n, unsigned int wmin,
+            unsigned int *k, unsigned int *m, unsigned int *w)
+{
+    *w = wmin + rng_below(r, GPU_PARITY_MAX_W - wmin + 1);
+    unsigned int lim = (1u << *w) < max_n ? (1u << *w) : max_n;
+
+    *m = 1 + rng_below(r, lim - 1 < 8 ? lim - 1 : 8);
+    *k = 1 + rng_below(r, lim - *m);
+}
+
+static unsigned int
+random_packetsize(struct rng *r)
+{
+    static const unsigned int sizes[] = { 8, 16, 24, 32, 40, 64, 128, 256,
+                                          512, 2048 };
+
+    return sizes[rng_below(r, sizeof sizes / sizeof *sizes)];
+}
+
+/* ---- GF(2^w) and the matrix against Jerasure. ---- */
+
+static void
+test_gf_field(void **state)
+{
+    (void) state;
+    for (unsigned int w = 1; w <= GPU_PARITY_MAX_W; w++) {
+        for (unsigned int a = 1; a < (1u << w); a++) {
+            unsigned int inv = gpu_parity_gf_div(1, a, w);
+
+            assert_int_equal(gpu_parity_gf_mul(a, inv, w), 1);
+            assert_int_equal(gpu_parity_gf_mul(a, 1, w), a);
+        }
+    }
+#ifdef HAVE_JERASURE
+    for (unsigned int w = 2; w <= GPU_PARITY_MAX_W; w++) {
+        for (unsigned int a = 0; a < (1u << w); a++) {
+            for (unsigned int b = 0; b < (1u << w); b++) {
+                unsigned int ours = gpu_parity_gf_mul(a, b, w);
+                unsigned int theirs = galois_single_multiply(a, b, w);
+
+                if (ours != theirs) {
+                    fail_msg("w=%u: %u * %u = %u, Jerasure says %u", w, a, b,
+                             ours, theirs);
+                }
+            }
+            assert_int_equal(gpu_parity_n_ones(a, w),
+                             cauchy_n_ones(a, w));
+        }
+    }
+#else
+    print_message("  SKIP oracle: built without Jerasure (HAVE_JERASURE)\n");
+#endif
+}
+
+#ifdef HAVE_JERASURE
+static void
+check_matrix(unsigned int k, unsigned int m, unsigned int w)
+{
+    struct gpu_parity *pc = make_coder(k, m, w, 8, GPU_PARITY_BACKEND_CPU);
+    int *jm = cauchy_good_general_coding_matrix(k, m, w);
+    int *jb;
+
+    assert_non_null(jm);
+    jb = jerasure_matrix_to_bitmatrix(k, m, w, jm);
+    assert_non_null(jb);
+    if (memcmp(gpu_parity_matrix(pc), jm, (size_t) k * m * sizeof *jm)) {
+        fail_msg("matrix k=%u m=%u w=%u differs from Jerasure's", k, m, w);
+    }
+    if (memcmp(gpu_parity_bitmatrix(pc), jb,
+               (size_t) k * m * w * w * sizeof *jb)) {
+        fail_msg("bitmatrix k=%u m=%u w=%u differs from Jerasure's", k, m,
+                 w);
+    }
+    free(jm);
+    free(jb);
+    gpu_parity_destroy(pc);
+}
+#endif
+
+static void
+test_matrix_oracle(void **state)
+{
+    (void) state;
+#ifdef HAVE_JERASURE
+    unsigned int n = 0;
+
+    /* Every m = 2 code (Jerasure's table of best RAID-6 rows), and every
+     * code with k + m <= 32; then larger ones at random. */
+    for (unsigned int w = 2; w <= GPU_PARITY_MAX_W; w++) {
+        for (unsigned int k = 1; k + 2 <= (1u << w); k++) {
+            check_matrix(k, 2, w);
+            n++;
+        }
+    }
+    for (unsigned int w = 2; w <= 5; w++) {
+        for (unsigned int k = 1; k < (1u << w); k++) {
+            for (unsigned int m = 1; k + m <= (1u << w); m++) {
+                check_matrix(k, m, w);
+                n++;
+            }
+        }
+    }
+    struct rng r = rng_for(1, 0);
+    for (int i = 0; i < 200; i++) {
+        unsigned int k, m, w;
+
+        random_code(&r, 256, 6, &k, &m, &w);
+        m = 1 + rng_below(&r, (1u << w) - k);
+        check_matrix(k, m, w);
+        n++;
+    }
+    print_message("  %u coding matrices equal Jerasure's\n", n);
+#else
+    print_message("  SKIP: built without Jerasure (HAVE_JERASURE)\n");
+    skip();
+#endif
+}
+
+/* ---- Encoding against Jerasure. ---- */
+
+static void
+test_encode_oracle(void **state)
+{
+    (void) state;
+#ifdef HAVE_JERASURE
+    unsigned int n = 0;
+
+    for (int b = 0; b < n_backends; b++) {
+        struct rng r = rng_for(2, b);
+
+        for (int i = 0; i < 150; i++) {
+            unsigned int k, m, w, ps;
+
+            random_code(&r, i < 100 ? 24 : 256, 2, &k, &m, &w);
+            ps = random_packetsize(&r);
+
+            size_t blocks = 1 + rng_below(&r, ps >= 512 ? 3 : 12);
+            size_t size = blocks * w * ps;
+            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            struct stripe s;
+            uint8_t **jpar = calloc(m, sizeof *jpar);
+            int *jm, *jb;
+            int error;
+
+            stripe_init(&s, k, m, size);
+            fill_random(&r, s.mem, (size_t) k * size);
+            memset(s.mem + (size_t) k * size, 0xa5, (size_t) m * size);
+            for (unsigned int j = 0; j < m; j++) {
+                jpar[j] = malloc(size);
+            }
+            jm = cauchy_good_general_coding_matrix(k, m, w);
+            jb = jerasure_matrix_to_bitmatrix(k, m, w, jm);
+            jerasure_bitmatrix_encode(k, m, w, jb, (char **) s.data,
+                                      (char **) jpar, size, ps);
+            error = gpu_parity_encode(pc, (const uint8_t *const *) s.data,
+                                      s.parity, size);
+            assert_int_equal(error, GPU_OK);
+            for (unsigned int j = 0; j < m; j++) {
+                if (memcmp(jpar[j], s.parity[j], size)) {
+                    fail_msg("%s: k=%u m=%u w=%u ps=%u size=%zu: parity "
+                             "%u differs from Jerasure's (GPU_TEST_SEED="
+                             "0x%016" PRIx64 ")",
+                             gpu_parity_backend_name(backends[b]), k, m, w,
+                             ps, size, j, master_seed);
+                }
+                free(jpar[j]);
+            }
+            free(jpar);
+            free(jm);
+            free(jb);
+            stripe_destroy(&s);
+            gpu_parity_destroy(pc);
+            n++;
+        }
+    }
+    print_message("  %u random codes encode as Jerasure does\n", n);
+#else
+    print_message("  SKIP: built without Jerasure (HAVE_JERASURE)\n");
+    skip();
+#endif
+}
+
+/* ---- Decoding. ---- */
+
+/* Erases 'ids' in 's' (scribbles over them), decodes, and checks every
+ * chunk against 'ref' (a copy of the whole stripe). */
+static void
+erase_and_decode(struct gpu_parity *pc, struct stripe *s, const uint8_t *ref,
+                 const int *ids, unsigned int n, struct rng *r)
+{
+    int error;
+
+    for (unsigned int i = 0; i < n; i++) {
+        fill_random(r, chunk(s, ids[i]), s->size);
+    }
+    error = gpu_parity_decode(pc, s->data, s->parity, ids, n, s->size);
+    if (error) {
+        fail_msg("decode of %u erasures: %s", n, gpu_parity_strerror(error));
+    }
+    for (unsigned int id = 0; id < s->k + s->m; id++) {
+        if (memcmp(chunk(s, id), ref + (size_t) id * s->size, s->size)) {
+            char list[512] = "";
+
+            for (unsigned int i = 0; i < n; i++) {
+                snprintf(list + strlen(list), sizeof list - strlen(list),
+                         " %d", ids[i]);
+            }
+            fail_msg("k=%u m=%u: chunk %u wrong after decoding erasures%s "
+                     "(GPU_TEST_SEED=0x%016" PRIx64 ")", s->k, s->m, id,
+                     list, master_seed);
+        }
+    }
+}
+
+static void
+test_decode_all_patterns(void **state)
+{
+    static const unsigned int codes[][4] = {
+        /* k, m, w, packetsize */
+        { 1, 1, 1, 8 }, { 2, 2, 2, 8 }, { 3, 2, 3, 16 }, { 4, 3, 3, 8 },
+        { 5, 3, 4, 32 }, { 6, 3, 4, 16 }, { 4, 4, 4, 24 }, { 8, 4, 4, 8 },
+        { 10, 4, 4, 16 }, { 6, 6, 5, 8 }, { 4, 2, 8, 8 },
+    };
+    unsigned int n_patterns = 0;
+
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        for (size_t c = 0; c < sizeof codes / sizeof *codes; c++) {
+            unsigned int k = codes[c][0], m = codes[c][1], w = codes[c][2];
+            unsigned int ps = codes[c][3], n = k + m;
+            struct rng r = rng_for(3, c * 2 + b);
+            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            size_t size = 3 * w * ps;
+            struct stripe s;
+            uint8_t *ref;
+
+            stripe_init(&s, k, m, size);
+            fill_random(&r, s.mem, (size_t) k * size);
+            assert_int_equal(gpu_parity_encode(pc,
+                                               (const uint8_t *const *)
+                                               s.data, s.parity, size),
+                             GPU_OK);
+            ref = malloc((size_t) n * size);
+            memcpy(ref, s.mem, (size_t) n * size);
+
+            /* Every subset of at most m chunks. */
+            for (uint32_t set = 0; set < (1u << n); set++) {
+                int ids[32];
+                unsigned int ne = 0;
+
+                if ((unsigned int) __builtin_popcount(set) > m) {
+                    continue;
+                }
+                for (unsigned int id = 0; id < n; id++) {
+                    if (set & (1u << id)) {
+                        ids[ne++] = id;
+                    }
+                }
+                /* Reverse order sometimes: order must not matter. */
+                if (ne > 1 && (set & 1)) {
+                    int t = ids[0];
+
+                    ids[0] = ids[ne - 1];
+                    ids[ne - 1] = t;
+                }
+                erase_and_decode(pc, &s, ref, ids, ne, &r);
+                n_patterns++;
+            }
+            free(ref);
+            stripe_destroy(&s);
+            gpu_parity_destroy(pc);
+        }
+    }
+    print_message("  %u erasure patterns decoded\n", n_patterns);
+}
+
+static void
+test_decode_random_large(void **state)
+{
+    static const unsigned int codes[][4] = {
+        /* k, m, w, packetsize.  The last ones need several kernel
+         * launches on CUDA: k*w > 256 input rows, m*w > 64 output rows. */
+        { 10, 4, 4, 2048 }, { 16, 4, 5, 1024 }, { 8, 8, 4, 512 },
+        { 10, 4, 8, 64 }, { 12, 20, 5, 40 }, { 40, 20, 6, 32 },
+        { 100, 27, 7, 16 }, { 200, 40, 8, 8 }, { 128, 128, 8, 8 },
+    };
+    unsigned int n_patterns = 0;
+
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        for (size_t c = 0; c < sizeof codes / sizeof *codes; c++) {
+            unsigned int k = codes[c][0], m = codes[c][1], w = codes[c][2];
+            unsigned int ps = codes[c][3], n = k + m;
+            struct rng r = rng_for(4, c * 2 + b);
+            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            size_t size = (k > 50 ? 2 : 5) * w * ps;
+            struct stripe s;
+            uint8_t *ref;
+
+            stripe_init(&s, k, m, size);
+            fill_random(&r, s.mem, (size_t) k * size);
+            assert_int_equal(gpu_parity_encode(pc,
+                                               (const uint8_t *const *)
+                                               s.data, s.parity, size),
+                             GPU_OK);
+            ref = malloc((size_t) n * size);
+            memcpy(ref, s.mem, (size_t) n * size);
+            for (int t = 0; t < 12; t++) {
+                int ids[GPU_PARITY_MAX_CHUNKS];
+                uint8_t used[GPU_PARITY_MAX_CHUNKS] = { 0 };
+                /* Mostly m erasures (the hardest), some fewer; some only
+                 * data, some only parity. */
+                unsigned int ne = t % 3 ? m : 1 + rng_below(&r, m);
+
+                for (unsigned int i = 0; i < ne; i++) {
+                    unsigned int id;
+
+                    do {
+                        id = t == 4 ? rng_below(&r, k)
+                             : t == 5 ? k + rng_below(&r, m)
+                             : rng_below(&r, n);
+                    } while (used[id]);
+                    used[id] = 1;
+                    ids[i] = id;
+                    if ((t == 4 && i + 1 >= k) || (t == 5 && i + 1 >= m)) {
+                        ne = i + 1;
+                        break;
+                    }
+                }
+                erase_and_decode(pc, &s, ref, ids, ne, &r);
+                n_patterns++;
+            }
+            free(ref);
+            stripe_destroy(&s);
+            gpu_parity_destroy(pc);
+        }
+    }
+    print_message("  %u random erasure patterns decoded\n", n_patterns);
+}
+
+static void
+test_too_many_erasures(void **state)
+{
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        unsigned int k = 6, m = 3, w = 4, ps = 16;
+        struct rng r = rng_for(5, b);
+        struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+        size_t size = 2 * w * ps;
+        struct stripe s;
+        uint8_t *before;
+        int ids[] = { 0, 2, 7, 5 };
+        int dup[] = { 1, 1 };
+        int bad[] = { 3, 9 };
+        int neg[] = { -1 };
+
+        stripe_init(&s, k, m, size);
+        fill_random(&r, s.mem, (size_t) k * size);
+        gpu_parity_encode(pc, (const uint8_t *const *) s.data, s.parity,
+                          size);
+        before = malloc((size_t) (k + m) * size);
+        memcpy(before, s.mem, (size_t) (k + m) * size);
+
+        /* m + 1 erasures: refused, nothing written. */
+        assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, ids, 4,
+                                           size),
+                         GPU_PARITY_ERR_TOO_MANY_ERASURES);
+        assert_memory_equal(before, s.mem, (size_t) (k + m) * size);
+        assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, dup, 2,
+                                           size),
+                         GPU_PARITY_ERR_ERASURE_ID);
+        assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, bad, 2,
+                                           size),
+                         GPU_PARITY_ERR_ERASURE_ID);
+        assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, neg, 1,
+                                           size),
+                         GPU_PARITY_ERR_ERASURE_ID);
+        assert_memory_equal(before, s.mem, (size_t) (k + m) * size);
+
+        /* Packets: fewer than k of the group. */
+        const uint8_t *pkts[9] = { 0 };
+        size_t lens[9] = { 0 };
+        uint8_t *out[6];
+        size_t out_lens[6];
+        for (unsigned int i = 0; i < 5; i++) {
+            pkts[i + 2] = s.data[0];
+            lens[i + 2] = i + 2 < k ? 10 : size;
+        }
+        for (unsigned int i = 0; i < k; i++) {
+            out[i] = s.data[i];
+        }
+        assert_int_equal(gpu_parity_pkt_decode(pc, pkts, lens, out,
+                                               out_lens),
+                         GPU_PARITY_ERR_TOO_MANY_ERASURES);
+
+        struct gpu_parity_stats st;
+        gpu_parity_get_stats(pc, &st);
+        assert_true(st.n_refused >= 5);
+        free(before);
+        stripe_destroy(&s);
+        gpu_parity_destroy(pc);
+    }
+}
+
+static void
+test_bad_params(void **state)
+{
+    static const unsigned int bad[][5] = {
+        /* k, m, w, packetsize, expected error (negated) */
+        { 0, 2, 4, 8, -GPU_PARITY_ERR_CODE },
+        { 4, 0, 4, 8, -GPU_PARITY_ERR_CODE },
+        { 4, 2, 0, 8, -GPU_PARITY_ERR_CODE },
+        { 4, 2, 9, 8, -GPU_PARITY_ERR_CODE },
+        { 14, 3, 4, 8, -GPU_PARITY_ERR_CODE },
+        { 2, 1, 1, 8, -GPU_PARITY_ERR_CODE },
+        { 250, 7, 8, 8, -GPU_PARITY_ERR_CODE },
+        { 4, 2, 4, 0, -GPU_PARITY_ERR_SIZE },
+        { 4, 2, 4, 12, -GPU_PARITY_ERR_SIZE },
+        { 4, 2, 4, 4, -GPU_PARITY_ERR_SIZE },
+    };
+    struct gpu_parity_config cfg;
+    struct gpu_parity *pc = NULL;
+    char err[256];
+
+    (void) state;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        gpu_parity_config_init(&cfg, bad[i][0], bad[i][1]);
+        cfg.w = bad[i][2];
+        cfg.packetsize = bad[i][3];
+        cfg.backend = GPU_PARITY_BACKEND_CPU;
+        err[0] = '\0';
+        assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err),
+                         -(int) bad[i][4]);
+        assert_true(err[0] != '\0');
+        assert_true(strlen(gpu_parity_strerror(-(int) bad[i][4])) > 10);
+    }
+    assert_null(pc);
+
+    /* k + m = 2^w exactly is fine. */
+    gpu_parity_config_init(&cfg, 12, 4);
+    cfg.w = 4;
+    assert_int_equal(cfg.w, 4);
+    cfg.backend = GPU_PARITY_BACKEND_CPU;
+    assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err), GPU_OK);
+    gpu_parity_destroy(pc);
+
+    /* Without a device, asking for CUDA is refused with a reason. */
+    if (!cuda_here) {
+        gpu_parity_config_init(&cfg, 4, 2);
+        cfg.backend = GPU_PARITY_BACKEND_CUDA;
+        assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err),
+                         GPU_ERR_NO_DEVICE);
+        print_message("  cuda refused here: %s\n", err);
+    }
+
+    /* Sizes: not a multiple of w * packetsize, zero, beyond the batch. */
+    for (int b = 0; b < n_backends; b++) {
+        unsigned int k = 4, m = 2, w = 3, ps = 16;
+        struct gpu_parity *c = make_coder(k, m, w, ps, backends[b]);
+        struct gpu_parity_batch *batch;
+        struct stripe s;
+        int ids[] = { 1 };
+
+        stripe_init(&s, k, m, 4 * w * ps);
+        assert_int_equal(gpu_parity_encode(c, (const uint8_t *const *)
+                                           s.data, s.parity, w * ps + 8),
+                         GPU_PARITY_ERR_SIZE);
+        assert_int_equal(gpu_parity_encode(c, (const uint8_t *const *)
+                                           s.data, s.parity, 0),
+                         GPU_PARITY_ERR_SIZE);
+        assert_int_equal(gpu_parity_decode(c, s.data, s.parity, ids, 1,
+                                           ps),
+                         GPU_PARITY_ERR_SIZE);
+        assert_int_equal(gpu_parity_batch_create(c, w * ps + 1, &batch),
+                         GPU_PARITY_ERR_SIZE);
+        assert_int_equal(gpu_parity_batch_create(c, w * ps, &batch),
+                         GPU_OK);
+        assert_int_equal(gpu_parity_encode_submit(batch, NULL,
+                                                  (const uint8_t *const *)
+                                                  s.data, s.parity,
+                                                  2 * w * ps),
+                         GPU_PARITY_ERR_SIZE);
+        gpu_parity_batch_destroy(batch);
+
+        /* A missing buffer. */
+        uint8_t *saved = s.data[2];
+        s.data[2] = NULL;
+        assert_int_equal(gpu_parity_encode(c, (const uint8_t *const *)
+                                           s.data, s.parity, w * ps),
+                         GPU_ERR_INVALID);
+        s.data[2] = saved;
+        stripe_destroy(&s);
+        gpu_parity_destroy(c);
+    }
+}
+
+/* ---- CPU and CUDA agree. ---- */
+
+static void
+test_backends_identical(void **state)
+{
+    (void) state;
+    if (!cuda_here || n_backends < 2) {
+        print_message("  SKIP: needs the CPU and CUDA backends (%s)\n",
+                      cuda_here ? "GPU_PARITY_BACKEND names one"
+                                : "no usable CUDA device here");
+        skip();
+    }
+    struct rng r = rng_for(6, 0);
+    for (int i = 0; i < 40; i++) {
+        unsigned int k, m, w, ps;
+
+        random_code(&r, 256, 2, &k, &m, &w);
+        ps = random_packetsize(&r);
+        /* A few large enough to be sliced over the CUDA streams. */
+        size_t blocks = i < 4 ? (8u << 20) / (w * ps * k) + 1
+                              : 1 + rng_below(&r, 40);
+        size_t size = blocks * w * ps;
+        struct gpu_parity *cpu = make_coder(k, m, w, ps,
+                                            GPU_PARITY_BACKEND_CPU);
+        struct gpu_parity *gpu = make_coder(k, m, w, ps,
+                                            GPU_PARITY_BACKEND_CUDA);
+        struct stripe a, b;
+        int ids[GPU_PARITY_MAX_CHUNKS];
+        unsigned int ne = 1 + rng_below(&r, m);
+
+        stripe_init(&a, k, m, size);
+        stripe_init(&b, k, m, size);
+        fill_random(&r, a.mem, (size_t) k * size);
+        memcpy(b.mem, a.mem, (size_t) k * size);
+        assert_int_equal(gpu_parity_encode(cpu, (const uint8_t *const *)
+                                           a.data, a.parity, size), GPU_OK);
+        assert_int_equal(gpu_parity_encode(gpu, (const uint8_t *const *)
+                                           b.data, b.parity, size), GPU_OK);
+        if (memcmp(a.mem, b.mem, (size_t) (k + m) * size)) {
+            fail_msg("k=%u m=%u w=%u ps=%u size=%zu: CPU and CUDA parity "
+                     "differ (GPU_TEST_SEED=0x%016" PRIx64 ")", k, m, w,
+                     ps, size, master_seed);
+        }
+        for (unsigned int j = 0; j < ne; j++) {
+            unsigned int id;
+            bool again;
+
+            do {
+                id = rng_below(&r, k + m);
+                again = false;
+                for (unsigned int x = 0; x < j; x++) {
+                    again |= ids[x] == (int) id;
+                }
+            } while (again);
+            ids[j] = id;
+            memset(chunk(&a, id), 0x11, size);
+            memset(chunk(&b, id), 0x22, size);
+        }
+        assert_int_equal(gpu_parity_decode(cpu, a.data, a.parity, ids, ne,
+                                           size), GPU_OK);
+        assert_int_equal(gpu_parity_decode(gpu, b.data, b.parity, ids, ne,
+                                           size), GPU_OK);
+        if (memcmp(a.mem, b.mem, (size_t) (k + m) * size)) {
+            fail_msg("k=%u m=%u w=%u ps=%u: CPU and CUDA decode differ "
+                     "(GPU_TEST_SEED=0x%016" PRIx64 ")", k, m, w, ps,
+                     master_seed);
+        }
+        struct gpu_parity_stats st;
+        gpu_parity_get_stats(gpu, &st);
+        assert_int_equal(st.n_fallbacks, 0);
+        stripe_destroy(&a);
+        stripe_destroy(&b);
+        gpu_parity_destroy(cpu);
+        gpu_parity_destroy(gpu);
+    }
+}
+
+/* ---- Batches. ---- */
+
+static void
+test_batches(void **state)
+{
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        unsigned int k = 10, m = 4, w = 4, ps = 2048;
+        struct rng r = rng_for(7, b);
+        struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+        size_t size = 64 * w * ps;
+        struct gpu_parity_batch *batch;
+        struct gpu_stream *stream;
+        struct stripe s, ref;
+        int ids[] = { 3, 11, 0, 7 };
+        int error;
+
+        assert_int_equal(gpu_stream_create(&stream), GPU_OK);
+        stripe_init(&s, k, m, size);
+        stripe_init(&ref, k, m, size);
+        fill_random(&r, s.mem, (size_t) k * size);
+        memcpy(ref.mem, s.mem, (size_t) k * size);
+        assert_int_equal(gpu_parity_encode(pc, (const uint8_t *const *)
+                                           ref.data, ref.parity, size),
+                         GPU_OK);
+        assert_int_equal(gpu_parity_batch_create(pc, size, &batch), GPU_OK);
+
+        assert_int_equal(gpu_parity_encode_submit(batch, stream,
+                                                  (const uint8_t *const *)
+                                                  s.data, s.parity, size),
+                         GPU_OK);
+        if (backends[b] == GPU_PARITY_BACKEND_CUDA) {
+            assert_int_equal(gpu_parity_encode_submit(
+                                 batch, stream,
+                                 (const uint8_t *const *) s.data, s.parity,
+                                 size), GPU_ERR_BUSY);
+        }
+        do {
+            error = gpu_parity_poll(batch);
+        } while (error == GPU_ERR_BUSY);
+        assert_int_equal(error, GPU_OK);
+        assert_memory_equal(s.mem, ref.mem, (size_t) (k + m) * size);
+
+        /* A kernel-only re-run changes nothing on the host. */
+        memset(s.parity[0], 0, size);
+        assert_int_equal(gpu_parity_resubmit(batch, stream), GPU_OK);
+        assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+        if (backends[b] == GPU_PARITY_BACKEND_CUDA) {
+            assert_int_equal(s.parity[0][0] | s.parity[0][size - 1], 0);
+        }
+        memcpy(s.parity[0], ref.parity[0], size);
+
+        for (int i = 0; i < 4; i++) {
+            memset(chunk(&s, ids[i]), 0xee, size);
+        }
+        assert_int_equal(gpu_parity_decode_submit(batch, NULL, s.data,
+                                                  s.parity, ids, 4, size),
+                         GPU_OK);
+        assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+        assert_memory_equal(s.mem, ref.mem, (size_t) (k + m) * size);
+        assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+
+        struct gpu_parity_stats st;
+        gpu_parity_get_stats(pc, &st);
+        assert_int_equal(st.backend, backends[b]);
+        assert_true(st.n_encodes >= 2);
+        assert_true(st.n_decodes >= 1);
+        assert_int_equal(st.n_fallbacks, 0);
+
+        gpu_parity_batch_destroy(batch);
+        gpu_stream_destroy(stream);
+        stripe_destroy(&s);
+        stripe_destroy(&ref);
+        gpu_parity_destroy(pc);
+    }
+}
+
+static void
+test_auto_backend(void **state)
+{
+    struct gpu_parity_config cfg;
+    struct gpu_parity *pc;
+
+    (void) state;
+    gpu_parity_config_init(&cfg, 10, 4);
+    assert_int_equal(cfg.w, 4);
+    assert_int_equal(gpu_parity_create(&cfg, &pc, NULL, 0), GPU_OK);
+    print_message("  auto: %s (%s)\n",
+                  gpu_parity_backend_name(gpu_parity_backend(pc)),
+                  gpu_parity_backend_why(pc));
+    assert_int_equal(gpu_parity_backend(pc),
+                     cuda_here ? GPU_PARITY_BACKEND_CUDA
+                               : GPU_PARITY_BACKEND_CPU);
+    assert_true(strlen(gpu_parity_backend_why(pc)) > 0);
+    gpu_parity_destroy(pc);
+
+    enum gpu_parity_backend be;
+    assert_int_equal(gpu_parity_backend_parse("cuda", &be), GPU_OK);
+    assert_int_equal(be, GPU_PARITY_BACKEND_CUDA);
+    assert_int_equal(gpu_parity_backend_parse("gpu", &be), GPU_ERR_INVALID);
+}
+
+/* ---- Packet groups. ---- */
+
+static void
+test_packets(void **state)
+{
+    unsigned int groups = 0, rebuilt = 0;
+
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        struct rng r = rng_for(8, b);
+
+        for (int g = 0; g < 60; g++) {
+            unsigned int k = 1 + rng_below(&r, 12), m = 1 + rng_below(&r, 4);
+            unsigned int w = min_w(k + m) + rng_below(&r, 2);
+            unsigned int ps = 8 << rng_below(&r, 2), n = k + m;
+            struct gpu_parity *pc;
+            uint8_t *pkts[GPU_PARITY_MAX_CHUNKS], *par[GPU_PARITY_MAX_CHUNKS];
+            uint8_t *out[GPU_PARITY_MAX_CHUNKS];
+            const uint8_t *rx[GPU_PARITY_MAX_CHUNKS];
+            size_t lens[GPU_PARITY_MAX_CHUNKS], rx_lens[GPU_PARITY_MAX_CHUNKS];
+            size_t out_lens[GPU_PARITY_MAX_CHUNKS], cs, max_len = 0, room;
+            unsigned int lost = 0;
+            int error;
+
+            if (w > GPU_PARITY_MAX_W) {
+                w = GPU_PARITY_MAX_W;
+            }
+            pc = make_coder(k, m, w, ps, backends[b]);
+            for (unsigned int i = 0; i < k; i++) {
+                /* Empty, tiny, and up to jumbo-ish. */
+                lens[i] = rng_below(&r, 4) ? rng_below(&r, 1600)
+                                           : rng_below(&r, 3) * 4500;
+                pkts[i] = malloc(lens[i] + 1);
+                fill_random(&r, pkts[i], lens[i]);
+                max_len = lens[i] > max_len ? lens[i] : max_len;
+            }
+            room = gpu_parity_pkt_chunk_size(pc, max_len);
+            assert_true(room >= max_len + 2);
+            assert_int_equal(room % (w * ps), 0);
+            for (unsigned int j = 0; j < m; j++) {
+                par[j] = malloc(room);
+            }
+            assert_int_equal(gpu_parity_pkt_encode(pc,
+                                                   (const uint8_t *const *)
+                                                   pkts, lens, par,
+                                                   room - 1, &cs),
+                             GPU_PARITY_ERR_PACKET);
+            assert_int_equal(gpu_parity_pkt_encode(pc,
+                                                   (const uint8_t *const *)
+                                                   pkts, lens, par, room,
+                                                   &cs), GPU_OK);
+            assert_int_equal(cs, room);
+
+            /* Lose up to m + 1 packets of the group. */
+            unsigned int n_lose = rng_below(&r, m + 2);
+            for (unsigned int i = 0; i < n; i++) {
+                rx[i] = i < k ? pkts[i] : par[i - k];
+                rx_lens[i] = i < k ? lens[i] : cs;
+            }
+            for (unsigned int x = 0; x < n_lose; x++) {
+                unsigned int id = rng_below(&r, n);
+
+                if (rx[id]) {
+                    rx[id] = NULL;
+                    lost++;
+                }
+            }
+            for (unsigned int i = 0; i < k; i++) {
+                out[i] = malloc(cs);
+                out_lens[i] = 99999;
+            }
+            error = gpu_parity_pkt_decode(pc, rx, rx_lens, out, out_lens);
+            if (lost > m) {
+                assert_int_equal(error, GPU_PARITY_ERR_TOO_MANY_ERASURES);
+            } else {
+                assert_int_equal(error, GPU_OK);
+                for (unsigned int i = 0; i < k; i++) {
+                    if (rx[i]) {
+                        assert_int_equal(out_lens[i], 99999);
+                        continue;
+                    }
+                    assert_int_equal(out_lens[i], lens[i]);
+                    assert_memory_equal(out[i], pkts[i], lens[i]);
+                    rebuilt++;
+                }
+            }
+
+            /* Parity packets of different lengths are refused. */
+            if (lost <= m && m >= 2 && lost == 0) {
+                rx[0] = NULL;
+                rx_lens[k + 1] = cs - w * ps;
+                assert_int_equal(gpu_parity_pkt_decode(pc, rx, rx_lens, out,
+                                                       out_lens),
+                                 GPU_PARITY_ERR_PACKET);
+            }
+            for (unsigned int i = 0; i < k; i++) {
+                free(pkts[i]);
+                free(out[i]);
+            }
+            for (unsigned int j = 0; j < m; j++) {
+                free(par[j]);
+            }
+            gpu_parity_destroy(pc);
+            groups++;
+        }
+    }
+    print_message("  %u packet groups, %u packets rebuilt\n", groups,
+                  rebuilt);
+}
+
+int
+main(void)
+{
+    const char *seed_env = getenv("GPU_TEST_SEED");
+    const char *be_env = getenv("GPU_PARITY_BACKEND");
+
+    cuda_here = gpu_parity_cuda_available();
+    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
+                                        : (uint64_t) time(NULL);
+    printf("test-parity: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+
+    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
+        backends[n_backends++] = GPU_PARITY_BACKEND_CPU;
+        if (cuda_here) {
+            backends[n_backends++] = GPU_PARITY_BACKEND_CUDA;
+        }
+    } else if (!strcmp(be_env, "cpu")) {
+        backends[n_backends++] = GPU_PARITY_BACKEND_CPU;
+    } else if (!strcmp(be_env, "cuda")) {
+        if (!cuda_here) {
+            fprintf(stderr, "test-parity: GPU_PARITY_BACKEND=cuda but no "
+                    "usable CUDA device (or no CUDA build)\n");
+            return 1;
+        }
+        backends[n_backends++] = GPU_PARITY_BACKEND_CUDA;
+    } else {
+        fprintf(stderr, "test-parity: GPU_PARITY_BACKEND must be cpu, cuda "
+                "or all, not \"%s\"\n", be_env);
+        return 1;
+    }
+    printf("test-parity: backends:");
+    for (int i = 0; i < n_backends; i++) {
+        printf(" %s", gpu_parity_backend_name(backends[i]));
+    }
+    printf("%s\n", cuda_here ? "" : " (no CUDA device here)");
+#ifdef HAVE_JERASURE
+    printf("test-parity: Jerasure oracle: yes\n");
+#else
+    printf("test-parity: Jerasure oracle: no (built without Jerasure; "
+           "the oracle cases are skipped)\n");
+#endif
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gf_field),
+        cmocka_unit_test(test_matrix_oracle),
+        cmocka_unit_test(test_encode_oracle),
+        cmocka_unit_test(test_decode_all_patterns),
+        cmocka_unit_test(test_decode_random_large),
+        cmocka_unit_test(test_too_many_erasures),
+        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_backends_identical),
+        cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_auto_backend),
+        cmocka_unit_test(test_packets),
+    };
+    const char *filter = getenv("GPU_TEST_FILTER");
+    if (filter && *filter) {
+        cmocka_set_test_filter(filter);
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (rc) {
+        printf("test-parity: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
+               "\n", master_seed);
+    }
+    return rc;
+}
