@@ -47,6 +47,8 @@ counter_add(atomic_uint64_t *counter, uint64_t n)
 
 static const struct gpu_service_impl *const services[] = {
     &gpu_ids_service_impl,
+    &gpu_re_encode_service_impl,
+    &gpu_re_decode_service_impl,
 };
 
 static atomic_uint64_t total_batches = 0;
@@ -251,6 +253,28 @@ gpu_service_args_split(const char *args, const char *const keys[],
     return NULL;
 }
 
+/* -------------------------------------------------------------- Backend. */
+
+static atomic_bool services_cuda = false;
+static atomic_int services_device = -1;
+
+void
+gpu_services_set_backend(bool cuda, int device)
+{
+    atomic_store_relaxed(&services_cuda, cuda);
+    atomic_store_relaxed(&services_device, device);
+}
+
+bool
+gpu_services_get_backend(int *device)
+{
+    bool cuda;
+
+    atomic_read_relaxed(&services_cuda, &cuda);
+    atomic_read_relaxed(&services_device, device);
+    return cuda;
+}
+
 /* ------------------------------------------------------------- Executor. */
 
 /* A thread's pinned staging buffer for the payloads of one batch. */
@@ -319,7 +343,7 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     }
 
     /* One copy in: every payload into the pinned buffer, back to back. */
-    data = staging_get(total);
+    data = staging_get(impl->stage_payloads ? total : 0);
     if (!data) {
         VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of staging; "
                      "packets pass", gpu_service_type_to_string(type),
@@ -331,6 +355,10 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     for (size_t i = 0; i < sb.n; i++) {
         const struct gpu_service_packet *p = &sb.pkts[i];
 
+        if (!impl->stage_payloads) {
+            sb.offsets[i + 1] = 0;
+            continue;
+        }
         memcpy(data + sb.offsets[i],
                (const uint8_t *) dp_packet_data(p->packet) + p->payload_ofs,
                p->payload_len);

@@ -72,6 +72,11 @@ struct gpu_service_batch {
 struct gpu_service_impl {
     enum gpu_service_type type;
 
+    /* True if run() reads the payloads staged in the batch; services
+     * that work on whole frames in place leave it false and save the
+     * copy. */
+    bool stage_payloads;
+
     /* Checks the arguments of an action in a flow being added: NULL if
      * good, else a malloc()'d reason (the flow is refused). */
     char *(*check)(const char *args);
@@ -84,6 +89,8 @@ struct gpu_service_impl {
 
 /* The GPU services: gpu-ids-service.c, ... */
 extern const struct gpu_service_impl gpu_ids_service_impl;
+extern const struct gpu_service_impl gpu_re_encode_service_impl;
+extern const struct gpu_service_impl gpu_re_decode_service_impl;
 
 /* Parses 'packet' into 'p' (which keeps a pointer to it). */
 void gpu_service_parse_packet(struct dp_packet *packet,
@@ -99,6 +106,12 @@ void gpu_service_parse_packet(struct dp_packet *packet,
 char *gpu_service_args_split(const char *args, const char *const keys[],
                              const char *values[], char *buf,
                              size_t buf_size);
+
+/* The backend new service objects (matchers, chunkers) use: CUDA on
+ * 'device', or the CPU.  Set by the plugin from gpu-device; services read
+ * it when they build objects, in the main thread. */
+void gpu_services_set_backend(bool cuda, int device);
+bool gpu_services_get_backend(int *device);
 
 /* Executor totals, for gpu/show. */
 struct gpu_service_totals {

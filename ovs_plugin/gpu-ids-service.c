@@ -96,10 +96,6 @@ static struct ovs_mutex ids_mutex = OVS_MUTEX_INITIALIZER;
 static struct shash seen_config OVS_GUARDED_BY(ids_mutex)
     = SHASH_INITIALIZER(&seen_config);
 
-/* Settings for new matchers. */
-static bool use_cuda OVS_GUARDED_BY(ids_mutex);
-static int cuda_device OVS_GUARDED_BY(ids_mutex);
-
 /* Packets that met a gpu_ids action whose ruleset is not loaded. */
 static atomic_uint64_t n_unscanned = 0;
 
@@ -175,6 +171,8 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
     struct gpu_ids_load_options opts;
     struct gpu_ids_matcher_config mcfg;
     char err[256];
+    int cuda_device;
+    bool use_cuda = gpu_services_get_backend(&cuda_device);
     int error;
 
     r->name = xstrdup(name);
@@ -305,15 +303,6 @@ gpu_ids_service_set_config(const struct smap *other_config)
     ovs_mutex_unlock(&ids_mutex);
 }
 
-void
-gpu_ids_service_set_backend(bool cuda, int device)
-{
-    ovs_mutex_lock(&ids_mutex);
-    use_cuda = cuda;
-    cuda_device = device;
-    ovs_mutex_unlock(&ids_mutex);
-}
-
 /* ------------------------------------------------------------ The action. */
 
 static const char *const ids_keys[] = { "ruleset=", "alert", NULL };
@@ -440,6 +429,7 @@ ids_run(const char *args, struct gpu_service_batch *b)
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
+    .stage_payloads = true,
     .check = ids_check,
     .run = ids_run,
 };

@@ -24,6 +24,5 @@ struct smap;
 /* The gpu_ids service's configuration (see gpu-ids-service.c). */
 void gpu_ids_service_init(void);
 void gpu_ids_service_set_config(const struct smap *other_config);
-void gpu_ids_service_set_backend(bool cuda, int device);
 
 #endif /* gpu-ids-service.h */

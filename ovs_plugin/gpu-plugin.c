@@ -215,8 +215,8 @@ gpu_plugin_publish(void)
         .device = backend.cuda ? backend.info.index : -1,
     };
     gpu_dpcls_set_policy(&policy);
-    gpu_ids_service_set_backend(backend.cuda,
-                                backend.cuda ? backend.info.index : -1);
+    gpu_services_set_backend(backend.cuda,
+                             backend.cuda ? backend.info.index : -1);
 }
 
 /* Applies 'other_config' (NULL at start-up, when only the forced defaults
