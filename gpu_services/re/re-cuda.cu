@@ -1,0 +1,492 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * CUDA backend of the RE chunker (sm_90).
+ *
+ * A submission is, on the caller's stream 's' and a helper stream 'copy'
+ * of the batch:
+ *
+ *   s:    copy the offsets in (metadata first, small);
+ *   copy: copy the packed payloads in, at the same time;
+ *   s:    group the packets by length (one block: a histogram of 128
+ *         length buckets in shared memory, a scan, a scatter), which
+ *         overlaps the payload copy;
+ *   s:    wait for the payload; chunk, one thread per packet, longest
+ *         packets first, so a warp's threads run similar lengths;
+ *   s:    copy the chunk ends (and fingerprints, if asked) out.
+ *
+ * The chunk kernel keeps the LBFS tables in shared memory and reads the
+ * payload as 16-byte aligned vectors.  For windows of 16, 32, 48 or 64
+ * bytes the byte leaving the window sits at the same place in the vector
+ * loaded window/16 steps earlier, so the window lives in registers (a
+ * ring of uint4) and costs no memory traffic at all; other windows read
+ * the leaving byte back from global memory (an L1 hit).  Packets start
+ * anywhere: the kernel loads the aligned vectors that cover a packet and
+ * zeroes the bytes before its start, which the zero-filled window makes
+ * a no-op.  Cuts and fingerprints come from re-inline.h, as on the CPU.
+ */
+#include <config.h>
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_services/re/re-private.h"
+
+#define THREADS 128
+#define SORT_THREADS 1024
+#define N_BUCKETS 128
+
+#define CK(CALL) gpu_cuda_status((CALL), #CALL)
+
+struct cuda_chunker {
+    int device;
+    uint64_t *d_tables;         /* T[256], then U[256]. */
+};
+
+struct cuda_batch {
+    uint8_t *d_data;
+    uint32_t *d_offsets;
+    uint32_t *d_order;
+    uint16_t *d_ends;
+    uint64_t *d_fps;
+    cudaStream_t copy;
+    cudaEvent_t copied;
+    cudaEvent_t done;
+    bool fallback;
+};
+
+static struct cuda_chunker *
+cc(struct gpu_re_chunker *c)
+{
+    return (struct cuda_chunker *) c->pdata;
+}
+
+static struct cuda_batch *
+cb(struct gpu_re_batch *b)
+{
+    return (struct cuda_batch *) b->pdata;
+}
+
+/* ---- Kernels. ---- */
+
+/* Orders packets by length, longest first, into 'order' (approximately:
+ * by 16-byte length buckets). */
+__global__ void __launch_bounds__(SORT_THREADS)
+sort_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
+            uint32_t *__restrict__ order)
+{
+    __shared__ uint32_t count[N_BUCKETS];
+    uint32_t i;
+
+    for (i = threadIdx.x; i < N_BUCKETS; i += blockDim.x) {
+        count[i] = 0;
+    }
+    __syncthreads();
+    for (i = threadIdx.x; i < n; i += blockDim.x) {
+        uint32_t b = min((offsets[i + 1] - offsets[i]) >> 4,
+                         (uint32_t) N_BUCKETS - 1);
+
+        atomicAdd(&count[N_BUCKETS - 1 - b], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t sum = 0;
+
+        for (i = 0; i < N_BUCKETS; i++) {
+            uint32_t c = count[i];
+
+            count[i] = sum;
+            sum += c;
+        }
+    }
+    __syncthreads();
+    for (i = threadIdx.x; i < n; i += blockDim.x) {
+        uint32_t b = min((offsets[i + 1] - offsets[i]) >> 4,
+                         (uint32_t) N_BUCKETS - 1);
+
+        order[atomicAdd(&count[N_BUCKETS - 1 - b], 1u)] = i;
+    }
+}
+
+__device__ __forceinline__ uint8_t
+vbyte(const uint4 &v, int j)
+{
+    uint32_t w = j < 4 ? v.x : j < 8 ? v.y : j < 12 ? v.z : v.w;
+
+    return (uint8_t) (w >> ((j & 3) * 8));
+}
+
+__device__ __forceinline__ uint32_t
+lead_mask(uint32_t lead, uint32_t k)
+{
+    /* Keeps the bytes of word k (bytes 4k .. 4k+3) at or after 'lead'. */
+    if (lead <= 4 * k) {
+        return 0xffffffffu;
+    }
+    if (lead >= 4 * k + 4) {
+        return 0;
+    }
+    return 0xffffffffu << (8 * (lead - 4 * k));
+}
+
+/* W16: window / 16 when the window is 16, 32, 48 or 64 bytes (register
+ * ring), else 0 (leaving byte read from memory). */
+template <int W16>
+__global__ void __launch_bounds__(THREADS)
+chunk_kernel(const uint64_t *__restrict__ tables,
+             const uint8_t *__restrict__ data,
+             const uint32_t *__restrict__ offsets,
+             const uint32_t *__restrict__ order, uint32_t n,
+             struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
+             uint64_t *__restrict__ fps)
+{
+    __shared__ uint64_t sT[256], sU[256];
+
+    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
+        sT[i] = tables[i];
+        sU[i] = tables[256 + i];
+    }
+    __syncthreads();
+
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) {
+        return;
+    }
+    uint32_t p = order ? order[t] : t;
+    uint32_t base = offsets[0];
+    int32_t start = offsets[p] - base;
+    int32_t end = offsets[p + 1] - base;
+    if (start == end) {
+        return;
+    }
+    uint32_t slot = (uint32_t) start / (uint32_t) kp.min_chunk + p;
+    const uint4 *d16 = (const uint4 *) data;
+    uint4 ring[W16 > 0 ? W16 : 1];
+    uint64_t fp = 0;
+    int32_t s = start;
+    int32_t blk0 = start >> 4, blkn = (end - 1) >> 4;
+    uint32_t lead = start & 15;
+
+#pragma unroll
+    for (int k = 0; k < (W16 > 0 ? W16 : 1); k++) {
+        ring[k] = make_uint4(0, 0, 0, 0);
+    }
+    for (int32_t blk = blk0; blk <= blkn; blk++) {
+        uint4 v = d16[blk];
+
+        if (blk == blk0) {
+            v.x &= lead_mask(lead, 0);
+            v.y &= lead_mask(lead, 1);
+            v.z &= lead_mask(lead, 2);
+            v.w &= lead_mask(lead, 3);
+        }
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int32_t pos = blk * 16 + j;
+            uint8_t out;
+
+            if (W16 > 0) {
+                out = vbyte(ring[W16 > 0 ? W16 - 1 : 0], j);
+            } else {
+                out = pos - kp.window >= start ? data[pos - kp.window] : 0;
+            }
+            fp = gpu_re_roll(sT, sU, fp, out, vbyte(v, j));
+            if (pos >= start && pos < end
+                && (gpu_re_is_cut(&kp, fp, pos - s + 1) || pos == end - 1)) {
+                ends[slot] = (uint16_t) (pos + 1 - start);
+                if (fps) {
+                    fps[slot] = fp;
+                }
+                slot++;
+                s = pos + 1;
+            }
+        }
+        if (W16 > 0) {
+#pragma unroll
+            for (int k = (W16 > 0 ? W16 : 1) - 1; k > 0; k--) {
+                ring[k] = ring[k - 1];
+            }
+            ring[0] = v;
+        }
+    }
+}
+
+/* ---- Provider. ---- */
+
+static int
+cuda_init(struct gpu_re_chunker *c)
+{
+    struct cuda_chunker *x;
+    int error;
+
+    x = (struct cuda_chunker *) calloc(1, sizeof *x);
+    if (!x) {
+        return GPU_ERR_NOMEM;
+    }
+    x->device = c->cfg.device;
+    error = CK(cudaSetDevice(x->device));
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_tables, 512 * sizeof(uint64_t)));
+    }
+    if (!error) {
+        error = CK(cudaMemcpy(x->d_tables, c->tables.T, 256 * sizeof(uint64_t),
+                              cudaMemcpyHostToDevice));
+    }
+    if (!error) {
+        error = CK(cudaMemcpy(x->d_tables + 256, c->tables.U,
+                              256 * sizeof(uint64_t),
+                              cudaMemcpyHostToDevice));
+    }
+    if (error) {
+        cudaFree(x->d_tables);
+        free(x);
+        return error;
+    }
+    c->pdata = x;
+    return GPU_OK;
+}
+
+static void
+cuda_uninit(struct gpu_re_chunker *c)
+{
+    struct cuda_chunker *x = cc(c);
+
+    cudaSetDevice(x->device);
+    cudaFree(x->d_tables);
+    free(x);
+}
+
+static void
+batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
+{
+    cudaFree(x->d_data);
+    cudaFree(x->d_offsets);
+    cudaFree(x->d_order);
+    cudaFree(x->d_ends);
+    cudaFree(x->d_fps);
+    if (b->ends) {
+        cudaFreeHost(b->ends);
+    }
+    if (b->fps) {
+        cudaFreeHost(b->fps);
+    }
+    b->ends = NULL;
+    b->fps = NULL;
+    if (x->copy) {
+        cudaStreamDestroy(x->copy);
+    }
+    if (x->copied) {
+        cudaEventDestroy(x->copied);
+    }
+    if (x->done) {
+        cudaEventDestroy(x->done);
+    }
+    free(x);
+}
+
+static int
+cuda_batch_init(struct gpu_re_batch *b)
+{
+    struct cuda_batch *x;
+    size_t np = b->max_packets, ns = b->max_slots;
+    int error;
+
+    x = (struct cuda_batch *) calloc(1, sizeof *x);
+    if (!x) {
+        return GPU_ERR_NOMEM;
+    }
+    cudaSetDevice(cc(b->c)->device);
+    /* Whole 16-byte vectors, one more past the end. */
+    error = CK(cudaMalloc((void **) &x->d_data,
+                          ((b->max_bytes + 15) & ~(size_t) 15) + 16));
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_offsets,
+                              (np + 1) * sizeof *x->d_offsets));
+    }
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_order, np * sizeof *x->d_order));
+    }
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_ends, ns * sizeof *x->d_ends));
+    }
+    if (!error && b->want_fps) {
+        error = CK(cudaMalloc((void **) &x->d_fps, ns * sizeof *x->d_fps));
+    }
+    if (!error) {
+        error = CK(cudaMallocHost((void **) &b->ends, ns * sizeof *b->ends));
+    }
+    if (!error && b->want_fps) {
+        error = CK(cudaMallocHost((void **) &b->fps, ns * sizeof *b->fps));
+    }
+    if (!error) {
+        error = CK(cudaStreamCreateWithFlags(&x->copy,
+                                             cudaStreamNonBlocking));
+    }
+    if (!error) {
+        error = CK(cudaEventCreateWithFlags(&x->copied,
+                                            cudaEventDisableTiming));
+    }
+    if (!error) {
+        error = CK(cudaEventCreateWithFlags(&x->done,
+                                            cudaEventDisableTiming));
+    }
+    if (error) {
+        batch_free(b, x);
+        return error;
+    }
+    b->pdata = x;
+    return GPU_OK;
+}
+
+static void
+cuda_batch_uninit(struct gpu_re_batch *b)
+{
+    cudaSetDevice(cc(b->c)->device);
+    batch_free(b, cb(b));
+}
+
+static int
+launch_kernels(struct gpu_re_batch *b, cudaStream_t s)
+{
+    struct gpu_re_chunker *c = b->c;
+    struct cuda_batch *x = cb(b);
+    uint32_t n = b->n_packets;
+    uint32_t grid = (n + THREADS - 1) / THREADS;
+    const uint32_t *order = NULL;
+
+    if (c->cfg.sort && n > 1) {
+        sort_kernel<<<1, SORT_THREADS, 0, s>>>(x->d_offsets, n, x->d_order);
+        order = x->d_order;
+    }
+    switch (c->cfg.params.window) {
+#define W(N) \
+    case 16 * N: \
+        chunk_kernel<N><<<grid, THREADS, 0, s>>>( \
+            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp, \
+            x->d_ends, b->want_fps ? x->d_fps : NULL); \
+        break;
+    W(1) W(2) W(3) W(4)
+#undef W
+    default:
+        chunk_kernel<0><<<grid, THREADS, 0, s>>>(
+            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp,
+            x->d_ends, b->want_fps ? x->d_fps : NULL);
+        break;
+    }
+    return CK(cudaGetLastError());
+}
+
+static int
+launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
+{
+    struct cuda_batch *x = cb(b);
+    size_t n = b->n_packets;
+    size_t n_slots = gpu_re_n_slots(b->n_bytes, n,
+                                    b->c->cfg.params.min_chunk);
+    int error = GPU_OK;
+
+    if (!again) {
+        /* Metadata first: the sort needs only the offsets and runs
+         * while the payload is still on its way. */
+        error = CK(cudaMemcpyAsync(x->d_offsets, b->offsets,
+                                   (n + 1) * sizeof *b->offsets,
+                                   cudaMemcpyHostToDevice, s));
+        if (!error) {
+            error = CK(cudaMemcpyAsync(x->d_data, b->data, b->n_bytes,
+                                       cudaMemcpyHostToDevice, x->copy));
+        }
+        if (!error) {
+            error = CK(cudaEventRecord(x->copied, x->copy));
+        }
+        if (!error) {
+            error = CK(cudaStreamWaitEvent(s, x->copied, 0));
+        }
+    }
+    if (!error) {
+        error = launch_kernels(b, s);
+    }
+    if (!error && !again) {
+        error = CK(cudaMemcpyAsync(b->ends, x->d_ends,
+                                   n_slots * sizeof *b->ends,
+                                   cudaMemcpyDeviceToHost, s));
+        if (!error && b->want_fps) {
+            error = CK(cudaMemcpyAsync(b->fps, x->d_fps,
+                                       n_slots * sizeof *b->fps,
+                                       cudaMemcpyDeviceToHost, s));
+        }
+    }
+    if (!error) {
+        error = CK(cudaEventRecord(x->done, s));
+    }
+    return error;
+}
+
+static int
+cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
+{
+    struct cuda_batch *x = cb(b);
+    struct gpu_stream *own = gs ? gs : gpu_stream_per_thread();
+    cudaStream_t s = own ? (cudaStream_t) gpu_stream_native(own) : 0;
+    int error;
+
+    cudaSetDevice(cc(b->c)->device);
+    x->fallback = false;
+    error = launch(b, s, again);
+    if (error) {
+        if (again) {
+            return error;
+        }
+        /* The CPU chunks this batch when it is waited for. */
+        cudaStreamSynchronize(s);
+        cudaStreamSynchronize(x->copy);
+        cudaGetLastError();
+        x->fallback = true;
+    }
+    return GPU_OK;
+}
+
+static int
+cuda_wait(struct gpu_re_batch *b)
+{
+    struct cuda_batch *x = cb(b);
+    int error = GPU_OK;
+
+    if (!x->fallback) {
+        error = CK(cudaEventSynchronize(x->done));
+    }
+    if (x->fallback || error) {
+        __atomic_fetch_add(&b->c->n_fallbacks, 1, __ATOMIC_RELAXED);
+        gpu_re_cpu_chunk_batch(b);
+        x->fallback = false;
+    }
+    return GPU_OK;
+}
+
+extern "C" {
+const struct gpu_re_provider gpu_re_cuda_provider = {
+    "cuda",
+    GPU_RE_BACKEND_CUDA,
+    cuda_init,
+    cuda_uninit,
+    cuda_batch_init,
+    cuda_batch_uninit,
+    cuda_submit,
+    cuda_wait,
+};
+}
