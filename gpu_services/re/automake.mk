@@ -25,5 +25,6 @@ endif
 
 noinst_PROGRAMS += bench/re-bench
 bench_re_bench_SOURCES = bench/re-bench.c
+bench_re_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 bench_re_bench_LDADD = gpu_services/re/libgpure.a \
 	gpu_runtime/libgpuruntime.a $(CUDA_LIBS) -lpthread
