@@ -39,7 +39,13 @@ build() {
         -o "$B/re-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     $NVCC -arch=sm_90 -O3 -std=c++17 -I"$B" -I. -DHAVE_CONFIG_H -cubin \
         gpu_services/re/re-cuda.cu -o "$B/re-cuda.cubin"
-    $CUDA/bin/cuobjdump -sass "$B/re-cuda.cubin" > "$OUT/re-cuda.sass"
+    $NVCC -arch=sm_90 -O3 -std=c++17 -I"$B" -I. -DHAVE_CONFIG_H -ptx \
+        gpu_services/re/re-cuda.cu -o "$OUT/re-cuda.ptx"
+    if [ -x $CUDA/bin/cuobjdump ]; then
+        $CUDA/bin/cuobjdump -sass "$B/re-cuda.cubin" > "$OUT/re-cuda.sass"
+    else
+        : > "$OUT/re-cuda.sass"
+    fi
     for f in gpu_services/re/re.c gpu_services/re/re-codec.c \
              gpu_services/re/re-cpu.c gpu_runtime/gpu-runtime.c \
              bench/re-bench.c; do
@@ -61,10 +67,13 @@ fi
 log "built (cmocka: $have_cmocka)"
 grep -A2 "chunk_kernel" "$OUT/nvcc-resource-usage.txt" \
     | grep -E "registers|stack" | head -10
-# 16-byte loads and shared-memory table lookups in the chunk kernel.
-log "SASS: $(grep -c 'LDG.E.128' "$OUT/re-cuda.sass") LDG.E.128," \
+# 16-byte loads and shared-memory table lookups in the chunk kernels.
+log "PTX: $(grep -c 'ld.global.nc.v4' "$OUT/re-cuda.ptx") 16-byte loads," \
+    "$(grep -c 'ld.shared.u64' "$OUT/re-cuda.ptx") 64-bit shared loads," \
+    "$(grep -c 'ld.local\|st.local' "$OUT/re-cuda.ptx") local accesses;" \
+    "SASS: $(grep -c 'LDG.E.128' "$OUT/re-cuda.sass") LDG.E.128," \
     "$(grep -c 'LDS.64' "$OUT/re-cuda.sass") LDS.64," \
-    "$(grep -c 'LDL\|STL' "$OUT/re-cuda.sass") local-memory accesses"
+    "$(grep -c 'LDL\|STL' "$OUT/re-cuda.sass") LDL/STL"
 
 rc=0
 for step in $steps; do
