@@ -413,7 +413,13 @@ table_insert(struct gpu_re_encoder *e, const struct gpu_re_hash *h,
 
     for (k = 0; k < WAYS; k++) {
         if (b[k].len == len && b[k].hi == h->hi && b[k].lo == h->lo) {
-            victim = &b[k];     /* The newer copy lives longer. */
+            if (b[k].pos >= cache_low(&e->cache)) {
+                /* Keep pointing at the oldest copy still cached: a
+                 * decoder that lost a later copy can still resolve it,
+                 * and losses do not spread from copy to copy. */
+                return;
+            }
+            victim = &b[k];
             break;
         }
         if (b[k].pos < victim->pos || !b[k].len) {
@@ -602,11 +608,39 @@ gpu_re_encode(struct gpu_re_encoder *e, const uint8_t *payload, size_t len,
     return r;
 }
 
-/* ---- Decoder. ---- */
+/* ---- Decoder. ----
+ *
+ * The decoder keeps its cache addressed by the encoder's stream
+ * positions, which every shim carries (its low 32 bits, widened against
+ * the decoder's own position).  Bytes it never saw, or cannot vouch for,
+ * are remembered as gaps; a reference into a gap is refused, anything
+ * else is expanded and checked against the shim's hash.  So a lost
+ * packet costs the references into its bytes, not the rest of the epoch:
+ *
+ *   - shim at P > pos: bytes [anchor, P) were lost or came raw out of
+ *     order: a gap; pos = P.
+ *   - shim at anchor <= P < pos: raw payloads were counted twice
+ *     (duplicates) or arrived before a late shim: pos = P.
+ *   - shim at P < anchor: a late shim.  Decoded if it can be; its bytes
+ *     fill the gap its loss left.
+ *
+ * 'anchor' is the end of the last payload placed by a shim; raw payloads
+ * since then are placed at pos on trust, and a check failure makes the
+ * ranges that shim referenced gaps. */
+
+#define MAX_GAPS 64
+
+struct gap {
+    uint64_t lo, hi;
+};
 
 struct gpu_re_decoder {
     struct gpu_re_config cfg;
-    struct re_cache cache;
+    struct re_cache cache;      /* cache.pos: where the next byte goes. */
+    uint64_t anchor;
+    uint64_t floor;             /* Nothing below is valid. */
+    struct gap gaps[MAX_GAPS];  /* Sorted, disjoint. */
+    int n_gaps;
     uint16_t epoch;
     bool synced;
     struct gpu_re_stats stats;
@@ -652,6 +686,114 @@ gpu_re_decoder_get_stats(const struct gpu_re_decoder *d,
     s->cache_fill = cache_fill(&d->cache);
 }
 
+/* Empties the cache: the epoch starts (or is taken up) at 'pos'. */
+static void
+dec_reset(struct gpu_re_decoder *d, uint16_t epoch, uint64_t pos)
+{
+    d->epoch = epoch;
+    d->cache.pos = d->anchor = d->floor = pos;
+    d->n_gaps = 0;
+    d->synced = true;
+    d->stats.epochs++;
+}
+
+/* Marks [lo, hi) invalid. */
+static void
+gap_add(struct gpu_re_decoder *d, uint64_t lo, uint64_t hi)
+{
+    uint64_t low = cache_low(&d->cache);
+    int i, j;
+
+    if (lo < low) {
+        lo = low;
+    }
+    if (lo >= hi || hi <= d->floor) {
+        return;
+    }
+    /* Drop gaps that left the cache, merge the new one in. */
+    for (i = j = 0; i < d->n_gaps; i++) {
+        struct gap g = d->gaps[i];
+
+        if (g.hi <= low) {
+            continue;
+        }
+        if (g.hi >= lo && g.lo <= hi) {
+            lo = g.lo < lo ? g.lo : lo;
+            hi = g.hi > hi ? g.hi : hi;
+            continue;
+        }
+        d->gaps[j++] = g;
+    }
+    d->n_gaps = j;
+    if (d->n_gaps == MAX_GAPS) {
+        /* Too many holes to track: give up everything below the oldest
+         * one's end. */
+        d->floor = d->gaps[0].hi;
+        memmove(d->gaps, d->gaps + 1, --d->n_gaps * sizeof *d->gaps);
+    }
+    for (i = d->n_gaps; i > 0 && d->gaps[i - 1].lo > lo; i--) {
+        d->gaps[i] = d->gaps[i - 1];
+    }
+    d->gaps[i].lo = lo;
+    d->gaps[i].hi = hi;
+    d->n_gaps++;
+}
+
+/* True if stream bytes [q, q + n) are cached and trusted. */
+static bool
+dec_valid(const struct gpu_re_decoder *d, uint64_t q, uint64_t n)
+{
+    uint64_t low = cache_low(&d->cache);
+    int i;
+
+    if (q < low || q < d->floor || q + n > d->cache.pos) {
+        return false;
+    }
+    for (i = 0; i < d->n_gaps; i++) {
+        if (d->gaps[i].lo < q + n && d->gaps[i].hi > q) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Writes 'n' bytes at stream position q < pos (a late payload) if they
+ * exactly fill part of a gap, and shrinks the gap. */
+static void
+dec_fill(struct gpu_re_decoder *d, uint64_t q, const uint8_t *p, size_t n)
+{
+    int i;
+
+    if (q < cache_low(&d->cache) || q < d->floor) {
+        return;
+    }
+    for (i = 0; i < d->n_gaps; i++) {
+        struct gap g = d->gaps[i];
+
+        if (g.lo <= q && q + n <= g.hi) {
+            struct re_cache c = d->cache;
+
+            c.pos = q;
+            cache_append(&c, p, n);
+            if (q + n < g.hi) {
+                d->gaps[i].lo = q + n;
+                if (q > g.lo) {
+                    d->gaps[i].lo = g.lo;
+                    d->gaps[i].hi = q;
+                    gap_add(d, q + n, g.hi);
+                }
+            } else if (q > g.lo) {
+                d->gaps[i].hi = q;
+            } else {
+                memmove(&d->gaps[i], &d->gaps[i + 1],
+                        (d->n_gaps - i - 1) * sizeof *d->gaps);
+                d->n_gaps--;
+            }
+            return;
+        }
+    }
+}
+
 void
 gpu_re_decoder_observe(struct gpu_re_decoder *d, const uint8_t *p,
                        size_t len)
@@ -659,21 +801,16 @@ gpu_re_decoder_observe(struct gpu_re_decoder *d, const uint8_t *p,
     d->stats.packets++;
     d->stats.bytes_in += len;
     d->stats.bytes_out += len;
-    /* Unsynced, the cache is dead until the next START: skip the copy. */
     if (d->synced) {
         cache_append(&d->cache, p, len);
     }
 }
 
-/* Refuses a shim; 'malformed' if it could never have been valid. */
 static int
 refuse(struct gpu_re_decoder *d, bool malformed)
 {
     d->stats.undecodable++;
     d->stats.malformed += malformed;
-    /* The encoder cached this payload and we cannot: out of step until
-     * the next epoch. */
-    d->synced = false;
     return GPU_RE_UNDECODABLE;
 }
 
@@ -682,26 +819,39 @@ static int
 decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
        const uint8_t *body, size_t body_len, uint8_t *out, size_t out_size)
 {
-    uint64_t hits = 0, hit_bytes = 0;
+    struct gap refs[16], unknown[16];
+    int n_refs = 0, n_unknown = 0;
+    uint64_t hits = 0, hit_bytes = 0, P;
     size_t i = 0, o = 0;
+    bool late, valid = true, all_unknown = false;
 
     d->stats.packets++;
     d->stats.shims++;
     d->stats.bytes_in += GPU_RE_SHIM_HDR_LEN + body_len;
+    if (h->orig_len > out_size) {
+        return refuse(d, false);
+    }
     if (h->flags & GPU_RE_SHIM_F_START) {
         if (h->pos) {
             return refuse(d, true);
         }
         /* A new epoch: both caches start empty here. */
-        d->epoch = h->epoch;
-        d->cache.pos = 0;
-        d->synced = true;
-        d->stats.epochs++;
+        dec_reset(d, h->epoch, 0);
+    } else if (!d->synced || h->epoch != d->epoch) {
+        if (d->synced && (uint16_t) (d->epoch - h->epoch) <= 16) {
+            return refuse(d, false);    /* Late, from an older epoch. */
+        }
+        /* The encoder restarted, or its START was lost: take up its
+         * epoch here, with nothing cached. */
+        dec_reset(d, h->epoch, h->pos);
     }
-    if (!d->synced || h->epoch != d->epoch
-        || h->pos != (uint32_t) d->cache.pos || h->orig_len > out_size) {
-        return refuse(d, false);
-    }
+
+    /* The shim's full position, nearest to ours. */
+    P = d->cache.pos + (int64_t) (int32_t) (h->pos - (uint32_t) d->cache.pos);
+    late = P < d->anchor;
+
+    /* Expand; a reference outside the trusted cache makes the payload
+     * undecodable, but the body is still checked to the end. */
     while (i < body_len) {
         uint8_t tag = body[i++];
         uint32_t n, dist;
@@ -719,10 +869,24 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
                 || !n || n > dist || n > h->orig_len - o) {
                 return refuse(d, true);
             }
-            if (dist > cache_fill(&d->cache)) {
-                return refuse(d, false);    /* Evicted, or never seen. */
+            if (dist > P || !dec_valid(d, P - dist, n)) {
+                /* Unknown bytes; the literals around them are still
+                 * good to cache. */
+                valid = false;
+                memset(out + o, 0, n);
+                if (n_unknown < 16) {
+                    unknown[n_unknown].lo = P + o;
+                    unknown[n_unknown++].hi = P + o + n;
+                } else {
+                    all_unknown = true;
+                }
+            } else {
+                cache_read(&d->cache, P - dist, out + o, n);
+                if (n_refs < 16) {
+                    refs[n_refs].lo = P - dist;
+                    refs[n_refs++].hi = P - dist + n;
+                }
             }
-            cache_read(&d->cache, d->cache.pos - dist, out + o, n);
             hits++;
             hit_bytes += n;
         } else {
@@ -733,10 +897,40 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
     if (o != h->orig_len) {
         return refuse(d, true);
     }
-    if (payload_check(out, o) != h->check) {
-        return refuse(d, false);    /* Caches differ. */
+    if (valid && payload_check(out, o) != h->check) {
+        /* The cache holds wrong bytes somewhere we referenced (raw
+         * payloads reordered): distrust them, and this payload. */
+        for (int k = 0; k < n_refs; k++) {
+            gap_add(d, refs[k].lo, refs[k].hi);
+        }
+        valid = false;
+        all_unknown = true;
     }
-    cache_append(&d->cache, out, o);
+
+    if (late) {
+        if (valid) {
+            dec_fill(d, P, out, o);
+        }
+    } else {
+        if (P > d->cache.pos) {
+            gap_add(d, d->anchor, P);   /* Lost or misplaced bytes. */
+        }
+        /* Cached whole, with its unknown parts as gaps: we know how long
+         * it was, so we stay in step past it. */
+        d->cache.pos = P;
+        cache_append(&d->cache, out, o);
+        if (all_unknown) {
+            gap_add(d, P, P + o);
+        } else {
+            for (int k = 0; k < n_unknown; k++) {
+                gap_add(d, unknown[k].lo, unknown[k].hi);
+            }
+        }
+        d->anchor = d->cache.pos;
+    }
+    if (!valid) {
+        return refuse(d, false);
+    }
     d->stats.hits += hits;
     d->stats.hit_bytes += hit_bytes;
     d->stats.bytes_out += o;
