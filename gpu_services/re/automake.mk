@@ -6,6 +6,7 @@ noinst_LIBRARIES += gpu_services/re/libgpure.a
 gpu_services_re_libgpure_a_SOURCES = \
 	gpu_services/re/gpu-re.h \
 	gpu_services/re/re-inline.h \
+	gpu_services/re/re-kernels.cuh \
 	gpu_services/re/re-private.h \
 	gpu_services/re/re.c \
 	gpu_services/re/re-codec.c \

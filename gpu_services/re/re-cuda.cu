@@ -22,9 +22,8 @@
  *
  *   s:    copy the offsets in (metadata first, small);
  *   copy: copy the packed payloads in, at the same time;
- *   s:    group the packets by length (one block: a histogram of 128
- *         length buckets in shared memory, a scan, a scatter), which
- *         overlaps the payload copy;
+ *   s:    group the packets by length (a histogram of 128 length
+ *         buckets, a scan, a scatter), which overlaps the payload copy;
  *   s:    wait for the payload; chunk, one thread per packet, longest
  *         packets first, so a warp's threads run similar lengths;
  *   s:    copy the chunk ends (and fingerprints, if asked) out.
@@ -47,10 +46,7 @@
 #include <string.h>
 
 #include "gpu_services/re/re-private.h"
-
-#define THREADS 128
-#define SORT_THREADS 1024
-#define N_BUCKETS 128
+#include "gpu_services/re/re-kernels.cuh"
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
@@ -63,6 +59,7 @@ struct cuda_batch {
     uint8_t *d_data;
     uint32_t *d_offsets;
     uint32_t *d_order;
+    uint32_t *d_count;          /* N_BUCKETS counters of the grouping. */
     uint16_t *d_ends;
     uint64_t *d_fps;
     cudaStream_t copy;
@@ -81,150 +78,6 @@ static struct cuda_batch *
 cb(struct gpu_re_batch *b)
 {
     return (struct cuda_batch *) b->pdata;
-}
-
-/* ---- Kernels. ---- */
-
-/* Orders packets by length, longest first, into 'order' (approximately:
- * by 16-byte length buckets). */
-__global__ void __launch_bounds__(SORT_THREADS)
-sort_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
-            uint32_t *__restrict__ order)
-{
-    __shared__ uint32_t count[N_BUCKETS];
-    uint32_t i;
-
-    for (i = threadIdx.x; i < N_BUCKETS; i += blockDim.x) {
-        count[i] = 0;
-    }
-    __syncthreads();
-    for (i = threadIdx.x; i < n; i += blockDim.x) {
-        uint32_t b = min((offsets[i + 1] - offsets[i]) >> 4,
-                         (uint32_t) N_BUCKETS - 1);
-
-        atomicAdd(&count[N_BUCKETS - 1 - b], 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t sum = 0;
-
-        for (i = 0; i < N_BUCKETS; i++) {
-            uint32_t c = count[i];
-
-            count[i] = sum;
-            sum += c;
-        }
-    }
-    __syncthreads();
-    for (i = threadIdx.x; i < n; i += blockDim.x) {
-        uint32_t b = min((offsets[i + 1] - offsets[i]) >> 4,
-                         (uint32_t) N_BUCKETS - 1);
-
-        order[atomicAdd(&count[N_BUCKETS - 1 - b], 1u)] = i;
-    }
-}
-
-__device__ __forceinline__ uint8_t
-vbyte(const uint4 &v, int j)
-{
-    uint32_t w = j < 4 ? v.x : j < 8 ? v.y : j < 12 ? v.z : v.w;
-
-    return (uint8_t) (w >> ((j & 3) * 8));
-}
-
-__device__ __forceinline__ uint32_t
-lead_mask(uint32_t lead, uint32_t k)
-{
-    /* Keeps the bytes of word k (bytes 4k .. 4k+3) at or after 'lead'. */
-    if (lead <= 4 * k) {
-        return 0xffffffffu;
-    }
-    if (lead >= 4 * k + 4) {
-        return 0;
-    }
-    return 0xffffffffu << (8 * (lead - 4 * k));
-}
-
-/* W16: window / 16 when the window is 16, 32, 48 or 64 bytes (register
- * ring), else 0 (leaving byte read from memory). */
-template <int W16>
-__global__ void __launch_bounds__(THREADS)
-chunk_kernel(const uint64_t *__restrict__ tables,
-             const uint8_t *__restrict__ data,
-             const uint32_t *__restrict__ offsets,
-             const uint32_t *__restrict__ order, uint32_t n,
-             struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
-             uint64_t *__restrict__ fps)
-{
-    __shared__ uint64_t sT[256], sU[256];
-
-    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
-        sT[i] = tables[i];
-        sU[i] = tables[256 + i];
-    }
-    __syncthreads();
-
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) {
-        return;
-    }
-    uint32_t p = order ? order[t] : t;
-    uint32_t base = offsets[0];
-    int32_t start = offsets[p] - base;
-    int32_t end = offsets[p + 1] - base;
-    if (start == end) {
-        return;
-    }
-    uint32_t slot = (uint32_t) start / (uint32_t) kp.min_chunk + p;
-    const uint4 *d16 = (const uint4 *) data;
-    uint4 ring[W16 > 0 ? W16 : 1];
-    uint64_t fp = 0;
-    int32_t s = start;
-    int32_t blk0 = start >> 4, blkn = (end - 1) >> 4;
-    uint32_t lead = start & 15;
-
-#pragma unroll
-    for (int k = 0; k < (W16 > 0 ? W16 : 1); k++) {
-        ring[k] = make_uint4(0, 0, 0, 0);
-    }
-    for (int32_t blk = blk0; blk <= blkn; blk++) {
-        uint4 v = d16[blk];
-
-        if (blk == blk0) {
-            v.x &= lead_mask(lead, 0);
-            v.y &= lead_mask(lead, 1);
-            v.z &= lead_mask(lead, 2);
-            v.w &= lead_mask(lead, 3);
-        }
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            int32_t pos = blk * 16 + j;
-            uint8_t out;
-
-            if (W16 > 0) {
-                out = vbyte(ring[W16 > 0 ? W16 - 1 : 0], j);
-            } else {
-                out = pos - kp.window >= start ? data[pos - kp.window] : 0;
-            }
-            fp = gpu_re_roll(sT, sU, fp, out, vbyte(v, j));
-            if (pos >= start && pos < end
-                && (gpu_re_is_cut(&kp, fp, pos - s + 1) || pos == end - 1)) {
-                ends[slot] = (uint16_t) (pos + 1 - start);
-                if (fps) {
-                    fps[slot] = fp;
-                }
-                slot++;
-                s = pos + 1;
-            }
-        }
-        if (W16 > 0) {
-#pragma unroll
-            for (int k = (W16 > 0 ? W16 : 1) - 1; k > 0; k--) {
-                ring[k] = ring[k - 1];
-            }
-            ring[0] = v;
-        }
-    }
 }
 
 /* ---- Provider. ---- */
@@ -278,6 +131,7 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     cudaFree(x->d_data);
     cudaFree(x->d_offsets);
     cudaFree(x->d_order);
+    cudaFree(x->d_count);
     cudaFree(x->d_ends);
     cudaFree(x->d_fps);
     if (b->ends) {
@@ -321,6 +175,10 @@ cuda_batch_init(struct gpu_re_batch *b)
     }
     if (!error) {
         error = CK(cudaMalloc((void **) &x->d_order, np * sizeof *x->d_order));
+    }
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_count,
+                              N_BUCKETS * sizeof *x->d_count));
     }
     if (!error) {
         error = CK(cudaMalloc((void **) &x->d_ends, ns * sizeof *x->d_ends));
@@ -370,8 +228,24 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s)
     uint32_t grid = (n + THREADS - 1) / THREADS;
     const uint32_t *order = NULL;
 
-    if (c->cfg.sort && n > 1) {
-        sort_kernel<<<1, SORT_THREADS, 0, s>>>(x->d_offsets, n, x->d_order);
+    /* Group only when lengths differ (one length: nothing to gain). */
+    if (c->cfg.sort && n > 1 && b->max_len != b->min_len) {
+        uint32_t sgrid = (n + SORT_THREADS - 1) / SORT_THREADS;
+        uint32_t span = b->max_len - b->min_len;
+        int error = CK(cudaMemsetAsync(x->d_count, 0,
+                                       N_BUCKETS * sizeof *x->d_count, s));
+
+        if (error) {
+            return error;
+        }
+        hist_kernel<<<sgrid, SORT_THREADS, 0, s>>>(x->d_offsets, n,
+                                                   b->min_len, span,
+                                                   x->d_count);
+        scan_kernel<<<1, 32, 0, s>>>(x->d_count);
+        scatter_kernel<<<sgrid, SORT_THREADS, 0, s>>>(x->d_offsets, n,
+                                                      b->min_len, span,
+                                                      x->d_count,
+                                                      x->d_order);
         order = x->d_order;
     }
     switch (c->cfg.params.window) {

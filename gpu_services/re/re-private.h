@@ -71,6 +71,7 @@ struct gpu_re_batch {
     const uint8_t *data;        /* Caller's pointer + offsets[0]. */
     const uint32_t *offsets;
     size_t n_packets, n_bytes;
+    uint32_t min_len, max_len;  /* Over the packets, for the grouping. */
     bool busy;
 
     /* Results, by slot (pinned on CUDA). */

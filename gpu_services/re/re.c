@@ -270,11 +270,16 @@ gpu_re_batch_submit(struct gpu_re_batch *b, struct gpu_stream *stream,
     if (b->busy) {
         return GPU_ERR_BUSY;
     }
+    b->min_len = UINT32_MAX;
+    b->max_len = 0;
     for (i = 0; i < n_packets; i++) {
-        if (offsets[i + 1] < offsets[i]
-            || offsets[i + 1] - offsets[i] > GPU_RE_MAX_PAYLOAD) {
+        uint32_t len = offsets[i + 1] - offsets[i];
+
+        if (offsets[i + 1] < offsets[i] || len > GPU_RE_MAX_PAYLOAD) {
             return GPU_ERR_INVALID;
         }
+        b->min_len = len < b->min_len ? len : b->min_len;
+        b->max_len = len > b->max_len ? len : b->max_len;
     }
     if (offsets[n_packets] - offsets[0] > b->max_bytes) {
         return GPU_ERR_INVALID;
