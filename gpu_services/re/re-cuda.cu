@@ -219,8 +219,11 @@ cuda_batch_uninit(struct gpu_re_batch *b)
     batch_free(b, cb(b));
 }
 
+/* Queues the grouping and chunk kernels on 's'; the chunk kernel waits
+ * for 'copied' (if not NULL) first, so the grouping overlaps the payload
+ * copy. */
 static int
-launch_kernels(struct gpu_re_batch *b, cudaStream_t s)
+launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
 {
     struct gpu_re_chunker *c = b->c;
     struct cuda_batch *x = cb(b);
@@ -247,6 +250,13 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s)
                                                       x->d_count,
                                                       x->d_order);
         order = x->d_order;
+    }
+    if (copied) {
+        int error = CK(cudaStreamWaitEvent(s, copied, 0));
+
+        if (error) {
+            return error;
+        }
     }
     switch (c->cfg.params.window) {
 #define W(N) \
@@ -288,12 +298,9 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
         if (!error) {
             error = CK(cudaEventRecord(x->copied, x->copy));
         }
-        if (!error) {
-            error = CK(cudaStreamWaitEvent(s, x->copied, 0));
-        }
     }
     if (!error) {
-        error = launch_kernels(b, s);
+        error = launch_kernels(b, s, again ? NULL : x->copied);
     }
     if (!error && !again) {
         error = CK(cudaMemcpyAsync(b->ends, x->d_ends,
