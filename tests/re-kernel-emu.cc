@@ -210,14 +210,14 @@ run_case(const struct gpu_re_params *p, bool sort, size_t n)
 #define W(N) \
     case 16 * N: \
         launch(grid, THREADS, [=] { \
-            chunk_kernel<N>(tp, data, off, ord, n, kp, ep, fpp); \
+            chunk_kernel<N, true>(tp, data, off, ord, n, kp, ep, fpp); \
         }); \
         break;
     W(1) W(2) W(3) W(4)
 #undef W
     default:
         launch(grid, THREADS, [=] {
-            chunk_kernel<0>(tp, data, off, ord, n, kp, ep, fpp);
+            chunk_kernel<0, true>(tp, data, off, ord, n, kp, ep, fpp);
         });
     }
 

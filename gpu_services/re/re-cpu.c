@@ -32,13 +32,15 @@ chunk_one(const struct gpu_re_tables *t, const struct gpu_re_kparams *k,
           const uint8_t *d, int32_t len, uint16_t *ends, uint64_t *fps,
           size_t max)
 {
-    int32_t w = k->window, s = 0, i;
+    int32_t w = k->window, i;
+    struct gpu_re_cutter cut;
     uint64_t fp = 0;
     size_t n = 0;
 
+    gpu_re_cutter_start(k, &cut, 0, len);
     for (i = 0; i < len; i++) {
         fp = gpu_re_roll(t->T, t->U, fp, i >= w ? d[i - w] : 0, d[i]);
-        if (gpu_re_is_cut(k, fp, i - s + 1) || i == len - 1) {
+        if (gpu_re_cutter_test(k, &cut, fp, i)) {
             if (n < max) {
                 ends[n] = i + 1;
                 if (fps) {
@@ -46,7 +48,7 @@ chunk_one(const struct gpu_re_tables *t, const struct gpu_re_kparams *k,
                 }
             }
             n++;
-            s = i + 1;
+            gpu_re_cutter_start(k, &cut, i + 1, len);
         }
     }
     return n;

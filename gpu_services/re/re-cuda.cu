@@ -219,6 +219,28 @@ cuda_batch_uninit(struct gpu_re_batch *b)
     batch_free(b, cb(b));
 }
 
+template <bool FPS>
+static void
+launch_chunk(struct gpu_re_chunker *c, struct cuda_batch *x, cudaStream_t s,
+             const uint32_t *order, uint32_t n, uint32_t grid)
+{
+    switch (c->cfg.params.window) {
+#define W(N) \
+    case 16 * N: \
+        chunk_kernel<N, FPS><<<grid, THREADS, 0, s>>>( \
+            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp, \
+            x->d_ends, x->d_fps); \
+        break;
+    W(1) W(2) W(3) W(4)
+#undef W
+    default:
+        chunk_kernel<0, FPS><<<grid, THREADS, 0, s>>>(
+            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp,
+            x->d_ends, x->d_fps);
+        break;
+    }
+}
+
 /* Queues the grouping and chunk kernels on 's'; the chunk kernel waits
  * for 'copied' (if not NULL) first, so the grouping overlaps the payload
  * copy. */
@@ -258,20 +280,10 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
             return error;
         }
     }
-    switch (c->cfg.params.window) {
-#define W(N) \
-    case 16 * N: \
-        chunk_kernel<N><<<grid, THREADS, 0, s>>>( \
-            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp, \
-            x->d_ends, b->want_fps ? x->d_fps : NULL); \
-        break;
-    W(1) W(2) W(3) W(4)
-#undef W
-    default:
-        chunk_kernel<0><<<grid, THREADS, 0, s>>>(
-            cc(c)->d_tables, x->d_data, x->d_offsets, order, n, c->kp,
-            x->d_ends, b->want_fps ? x->d_fps : NULL);
-        break;
+    if (b->want_fps) {
+        launch_chunk<true>(c, x, s, order, n, grid);
+    } else {
+        launch_chunk<false>(c, x, s, order, n, grid);
     }
     return CK(cudaGetLastError());
 }

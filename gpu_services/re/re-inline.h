@@ -114,12 +114,44 @@ gpu_re_roll(const uint64_t *T, const uint64_t *U, uint64_t fp, uint8_t out,
     return ((p << 8) | in) ^ T[p >> GPU_RE_SHIFT];
 }
 
-/* True if a chunk of 'c' bytes (c >= 1) ends at a byte whose window
- * fingerprint is 'fp'. */
-GPU_RE_HD bool
-gpu_re_is_cut(const struct gpu_re_kparams *k, uint64_t fp, int32_t c)
+/* The cut rule.  With 's' the start of the current chunk and 'end' the
+ * payload's end, the chunk ends after byte 'pos' if
+ *
+ *   pos - s + 1 >= min_chunk and the low 'bits' bits of fp are zero, or
+ *   pos - s + 1 == max_chunk, or
+ *   pos == end - 1 (the payload's last chunk).
+ *
+ * Kept as two positions per chunk, so that the test per byte is two
+ * compares and a mask: 'lo' is the first byte a fingerprint may end the
+ * chunk at, 'hi' the byte it must end at.  After the payload's last
+ * chunk, nothing cuts (positions past the end may still be rolled). */
+struct gpu_re_cutter {
+    int32_t lo, hi;
+};
+
+GPU_RE_HD void
+gpu_re_cutter_start(const struct gpu_re_kparams *k, struct gpu_re_cutter *c,
+                    int32_t s, int32_t end)
 {
-    return (c >= k->min_chunk && !(fp & k->mask)) || c >= k->max_chunk;
+    if (s >= end) {
+        c->lo = INT32_MAX;
+        c->hi = -1;
+    } else {
+        int32_t hi = s + k->max_chunk - 1;
+
+        c->lo = s + k->min_chunk - 1;
+        c->hi = hi < end - 1 ? hi : end - 1;
+    }
+}
+
+GPU_RE_HD bool
+gpu_re_cutter_test(const struct gpu_re_kparams *k,
+                   const struct gpu_re_cutter *c, uint64_t fp, int32_t pos)
+{
+    /* bits <= 32: the mask lives in the low word.  Bitwise, not
+     * short-circuit: no branch per byte on the GPU. */
+    return ((pos >= c->lo) & !((uint32_t) fp & (uint32_t) k->mask))
+           | (pos == c->hi);
 }
 
 #endif /* re-inline.h */

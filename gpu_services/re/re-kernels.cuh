@@ -133,8 +133,9 @@ lead_mask(uint32_t lead, uint32_t k)
 }
 
 /* W16: window / 16 when the window is 16, 32, 48 or 64 bytes (register
- * ring), else 0 (leaving byte read from memory). */
-template <int W16>
+ * ring), else 0 (leaving byte read from memory).  FPS: write the
+ * fingerprints too. */
+template <int W16, bool FPS>
 __global__ void __launch_bounds__(THREADS)
 chunk_kernel(const uint64_t *__restrict__ tables,
              const uint8_t *__restrict__ data,
@@ -166,9 +167,11 @@ chunk_kernel(const uint64_t *__restrict__ tables,
     const uint4 *d16 = (const uint4 *) data;
     uint4 ring[W16 > 0 ? W16 : 1];
     uint64_t fp = 0;
-    int32_t s = start;
+    struct gpu_re_cutter cut;
     int32_t blk0 = start >> 4, blkn = (end - 1) >> 4;
     uint32_t lead = start & 15;
+
+    gpu_re_cutter_start(&kp, &cut, start, end);
 
 #pragma unroll
     for (int k = 0; k < (W16 > 0 ? W16 : 1); k++) {
@@ -194,14 +197,13 @@ chunk_kernel(const uint64_t *__restrict__ tables,
                 out = pos - kp.window >= start ? data[pos - kp.window] : 0;
             }
             fp = gpu_re_roll(sT, sU, fp, out, vbyte(v, j));
-            if (pos >= start && pos < end
-                && (gpu_re_is_cut(&kp, fp, pos - s + 1) || pos == end - 1)) {
+            if (gpu_re_cutter_test(&kp, &cut, fp, pos)) {
                 ends[slot] = (uint16_t) (pos + 1 - start);
-                if (fps) {
+                if (FPS) {
                     fps[slot] = fp;
                 }
                 slot++;
-                s = pos + 1;
+                gpu_re_cutter_start(&kp, &cut, pos + 1, end);
             }
         }
         if (W16 > 0) {

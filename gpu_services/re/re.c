@@ -210,8 +210,10 @@ gpu_re_batch_create(struct gpu_re_chunker *c, size_t max_packets,
     struct gpu_re_batch *b;
     int error;
 
+    /* Positions in a batch are int32 on the device, with room for a
+     * chunk past the last one. */
     if (!c || !bp || !max_packets || max_packets > (1u << 24)
-        || max_bytes > (1ull << 31)) {
+        || max_bytes > (1ull << 30)) {
         return GPU_ERR_INVALID;
     }
     b = calloc(1, sizeof *b);
