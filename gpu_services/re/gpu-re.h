@@ -36,8 +36,11 @@
  *      shim; the decoder keeps the same cache from the same payloads and
  *      expands them.  A decoder that cannot resolve a shim (a packet lost
  *      or reordered, a cache out of step, a malformed shim) reports it
- *      undecodable and never returns wrong bytes; the two ends resync at
- *      the encoder's next epoch.
+ *      undecodable and never returns wrong bytes: every expanded payload
+ *      is checked against a hash the encoder put in the shim.  Shims carry
+ *      the encoder's stream position, so a loss costs only the references
+ *      into the bytes lost; an epoch (the encoder's restart, or
+ *      gpu_re_encoder_resync()) empties both caches and starts afresh.
  *
  *   3. Packet helpers.  The same on Ethernet frames: TCP and UDP payloads
  *      over IPv4 and IPv6 (VLAN tags allowed), the shim marked by IP
@@ -236,7 +239,9 @@ struct gpu_re_config {
     uint64_t cache_size;        /* FIFO cache bytes (1 MB default);
                                  * at most 1 GiB. */
     uint32_t resync_packets;    /* Encoder: new epoch every N shims
-                                 * (0: only on gpu_re_encoder_resync()). */
+                                 * (0: only on gpu_re_encoder_resync()):
+                                 * bounds how long a loss is felt, at the
+                                 * price of an empty cache each time. */
     uint32_t min_ref;           /* Shortest chunk worth a reference (16). */
     uint16_t epoch;             /* Encoder: first epoch (0: random). */
 };
@@ -303,7 +308,8 @@ int gpu_re_encode(struct gpu_re_encoder *, const uint8_t *payload,
 
 /* Decodes a shim into 'out' (at least GPU_RE_MAX_PAYLOAD bytes, or the
  * shim's orig_len).  Returns GPU_RE_DECODED with '*out_len' bytes, or
- * GPU_RE_UNDECODABLE (nothing usable in 'out'). */
+ * GPU_RE_UNDECODABLE (drop the packet; nothing usable in 'out').  The
+ * decoder's cache follows the shim either way. */
 int gpu_re_decode(struct gpu_re_decoder *, const uint8_t *shim, size_t len,
                   uint8_t *out, size_t out_size, size_t *out_len);
 

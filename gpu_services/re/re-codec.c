@@ -20,15 +20,13 @@
  * helpers on Ethernet frames.
  *
  * The cache is addressed by stream position: the n-th byte of every
- * payload either end has passed.  The byte at position q is in the cache
- * while q >= pos - min(pos, size), at ring[q % size].  A shim carries the
- * encoder's pos and epoch; the decoder expands a shim only when both
- * equal its own, every reference lies in its cache, and the result
- * hashes to the shim's check value, so a lost or reordered packet, or a
- * cache out of step, can make a packet undecodable but never wrong.  An
- * undecodable shim leaves the decoder unsynced until the next shim that
- * starts an epoch (GPU_RE_SHIM_F_START, pos 0), which empties both
- * caches.
+ * payload the encoder has passed in this epoch.  The byte at position q
+ * is in the cache while q >= pos - min(pos, size), at ring[q % size].  A
+ * shim carries the encoder's pos and epoch, and a hash of the payload;
+ * the decoder (see its section below) places payloads by those positions,
+ * refuses references into bytes it does not hold, and checks every
+ * result against the hash, so a lost or reordered packet, or a cache out
+ * of step, can make packets undecodable but never wrong.
  */
 #include <config.h>
 
