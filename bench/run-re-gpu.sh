@@ -19,11 +19,13 @@ CM=$PWD/.devdeps/root
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 NVCC=$CUDA/bin/nvcc
 LIBDIRS="-L$CM/usr/lib/x86_64-linux-gnu -L$CUDA/lib64"
-export LD_LIBRARY_PATH=$CM/usr/lib/x86_64-linux-gnu:$CUDA/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$CM/usr/lib/x86_64-linux-gnu:$CUDA/lib64:\
+${LD_LIBRARY_PATH:-}
 
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 
-log "$(date -u) on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null)"
+log "$(date -u) on $(hostname)," \
+    "commit $(git rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
     --format=csv,noheader | tee -a "$OUT/summary.txt"
 log "$(nproc) CPU cores: $(grep -m1 'model name' /proc/cpuinfo)"
@@ -94,7 +96,8 @@ for step in $steps; do
         ;;&
     bench|all)
         log "benchmark"
-        cmd="$B/re-bench --mb 64 --iters 5 --streams 4 --trace-mb 16 --cache-mb 64"
+        cmd="$B/re-bench --mb 64 --iters 5 --streams 4 --trace-mb 16"
+        cmd="$cmd --cache-mb 64"
         timeout 240 $cmd > "$OUT/bench.log" 2>&1
         log "re-bench exit $?"
         cat "$OUT/bench.log"

@@ -149,8 +149,9 @@ gpu_re_n_slots(size_t n_bytes, size_t n_packets, uint32_t min_chunk)
 }
 
 /* A batch: device and pinned host buffers for up to 'max_packets'
- * (at most 2^24) packets and 'max_bytes' (at most 1 GiB) payload bytes.  'want_fps': also copy the
- * fingerprints back (the encoder needs only the cuts). */
+ * (at most 2^24) packets and 'max_bytes' (at most 1 GiB) payload bytes.
+ * 'want_fps': also copy the fingerprints back (the encoder needs only the
+ * cuts). */
 int gpu_re_batch_create(struct gpu_re_chunker *, size_t max_packets,
                         size_t max_bytes, bool want_fps,
                         struct gpu_re_batch **);
