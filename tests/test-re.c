@@ -247,6 +247,36 @@ test_params(void **state)
                          GPU_ERR_NO_DEVICE);
     }
 
+    /* Options as an action gives them. */
+    struct gpu_re_config rc;
+    gpu_re_config_init(&rc);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "64M", err, sizeof err),
+                     GPU_OK);
+    assert_true(rc.cache_size == 64ULL << 20);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "512k", err,
+                                       sizeof err), GPU_OK);
+    assert_true(rc.cache_size == 512 * 1024);
+    assert_int_equal(gpu_re_config_set(&rc, "window", "48", err, sizeof err),
+                     GPU_OK);
+    assert_int_equal(rc.params.window, 48);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "2G", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "64Q", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "bits", "-1", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "epoch", "70000", err,
+                                       sizeof err), GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "colour", "1", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_true(rc.cache_size == 512 * 1024);
+    assert_int_equal(gpu_re_config_check(&rc, err, sizeof err), GPU_OK);
+    assert_int_equal(gpu_re_config_set(&rc, "min_chunk", "4000", err,
+                                       sizeof err), GPU_OK);
+    assert_int_equal(gpu_re_config_check(&rc, err, sizeof err),
+                     GPU_ERR_INVALID);
+    print_message("  refused as it should: %s\n", err);
+
     /* The reference on hand-checkable cases: one byte is its own value;
      * x^63 reduces to P without its top bit. */
     uint8_t one[9] = { 0x80, 0, 0, 0, 0, 0, 0, 0, 0 };

@@ -249,6 +249,19 @@ struct gpu_re_config {
 
 void gpu_re_config_init(struct gpu_re_config *);
 
+/* Sets one option of 'cfg' from its text, for actions such as
+ * re_encode(peer=NAME,cache=64M,...): "cache" (bytes, with an optional
+ * K, M or G suffix, powers of 1024), "window", "bits", "min_chunk",
+ * "max_chunk", "min_ref", "resync" (resync_packets), "epoch".  Returns
+ * GPU_OK, or GPU_ERR_INVALID with a message in 'err' (an unknown key, a
+ * malformed or out-of-range value); 'cfg' is unchanged on error.  Check
+ * the whole set with gpu_re_config_check() afterwards. */
+int gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
+                      const char *value, char *err, size_t err_size);
+/* GPU_OK, or GPU_ERR_INVALID with the reason in 'err'. */
+int gpu_re_config_check(const struct gpu_re_config *, char *err,
+                        size_t err_size);
+
 /* Counters of one encoder or decoder. */
 struct gpu_re_stats {
     uint64_t packets;           /* Payloads (eligible packets) seen. */

@@ -32,6 +32,8 @@
 
 #include "gpu_services/re/re-private.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -255,11 +257,78 @@ gpu_re_config_init(struct gpu_re_config *cfg)
     cfg->min_ref = 16;
 }
 
+int
+gpu_re_config_check(const struct gpu_re_config *cfg, char *err,
+                    size_t err_size)
+{
+    if (gpu_re_params_check(&cfg->params, err, err_size)) {
+        return GPU_ERR_INVALID;
+    }
+    if (cfg->cache_size < 1024 || cfg->cache_size > MAX_CACHE) {
+        if (err && err_size) {
+            snprintf(err, err_size, "cache must be 1K to 1G bytes");
+        }
+        return GPU_ERR_INVALID;
+    }
+    return GPU_OK;
+}
+
 static int
 config_check(const struct gpu_re_config *cfg)
 {
-    if (gpu_re_params_check(&cfg->params, NULL, 0)
-        || cfg->cache_size < 1024 || cfg->cache_size > MAX_CACHE) {
+    return gpu_re_config_check(cfg, NULL, 0);
+}
+
+int
+gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
+                  const char *value, char *err, size_t err_size)
+{
+    unsigned long long v;
+    uint64_t max = UINT32_MAX;
+    char *end;
+
+    if (!cfg || !key || !value) {
+        return GPU_ERR_INVALID;
+    }
+    errno = 0;
+    v = strtoull(value, &end, 10);
+    if (!strcmp(key, "cache") && end != value) {
+        uint64_t mul = *end == 'K' || *end == 'k' ? 1ULL << 10
+                       : *end == 'M' || *end == 'm' ? 1ULL << 20
+                       : *end == 'G' || *end == 'g' ? 1ULL << 30 : 1;
+
+        end += mul > 1;
+        v = v > MAX_CACHE ? MAX_CACHE + 1 : v * mul;
+        max = MAX_CACHE;
+    } else if (!strcmp(key, "epoch")) {
+        max = UINT16_MAX;
+    }
+    if (end == value || *end || errno || value[0] == '-' || v > max) {
+        if (err && err_size) {
+            snprintf(err, err_size, "%s: bad value \"%s\"", key, value);
+        }
+        return GPU_ERR_INVALID;
+    }
+    if (!strcmp(key, "cache")) {
+        cfg->cache_size = v;
+    } else if (!strcmp(key, "window")) {
+        cfg->params.window = v;
+    } else if (!strcmp(key, "bits")) {
+        cfg->params.bits = v;
+    } else if (!strcmp(key, "min_chunk")) {
+        cfg->params.min_chunk = v;
+    } else if (!strcmp(key, "max_chunk")) {
+        cfg->params.max_chunk = v;
+    } else if (!strcmp(key, "min_ref")) {
+        cfg->min_ref = v;
+    } else if (!strcmp(key, "resync")) {
+        cfg->resync_packets = v;
+    } else if (!strcmp(key, "epoch")) {
+        cfg->epoch = v;
+    } else {
+        if (err && err_size) {
+            snprintf(err, err_size, "unknown option \"%s\"", key);
+        }
         return GPU_ERR_INVALID;
     }
     return GPU_OK;
