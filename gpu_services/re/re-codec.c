@@ -33,6 +33,7 @@
 #include "gpu_services/re/re-private.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,10 +117,54 @@ cache_equal(const struct re_cache *c, uint64_t q, const uint8_t *p, size_t n)
     return true;
 }
 
-static inline uint8_t
-cache_byte(const struct re_cache *c, uint64_t q)
+/* How many bytes match going forward from payload p[0 .. n) and cache
+ * position q (at most n), a contiguous run of the ring at a time. */
+static size_t
+cache_match_fwd(const struct re_cache *c, uint64_t q, const uint8_t *p,
+                size_t n)
 {
-    return c->ring[q % c->size];
+    size_t m = 0;
+
+    while (m < n) {
+        size_t at = (q + m) % c->size;
+        size_t k = c->size - at < n - m ? c->size - at : n - m;
+        const uint8_t *r = c->ring + at;
+        size_t i = 0;
+
+        while (i < k && r[i] == p[m + i]) {
+            i++;
+        }
+        m += i;
+        if (i < k) {
+            break;
+        }
+    }
+    return m;
+}
+
+/* The same backwards: bytes p[-1], p[-2], ... (at most n) against cache
+ * positions q - 1, q - 2, .... */
+static size_t
+cache_match_back(const struct re_cache *c, uint64_t q, const uint8_t *p,
+                 size_t n)
+{
+    size_t m = 0;
+
+    while (m < n) {
+        size_t at = (q - m - 1) % c->size;      /* Position q - m - 1. */
+        size_t k = at + 1 < n - m ? at + 1 : n - m;
+        const uint8_t *r = c->ring + at;
+        size_t i = 0;
+
+        while (i < k && r[-(ptrdiff_t) i] == p[-(ptrdiff_t) (m + i) - 1]) {
+            i++;
+        }
+        m += i;
+        if (i < k) {
+            break;
+        }
+    }
+    return m;
 }
 
 static int
@@ -565,15 +610,16 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
             /* Extend the match both ways, byte by byte, as far as the
              * cache agrees: chunks are cut per packet, so the first and
              * last of a packet rarely match whole. */
-            while (b > cover && r > low
-                   && cache_byte(&e->cache, r - 1) == p[b - 1]) {
-                b--;
-                r--;
-            }
-            while (f < len && t < base && cache_byte(&e->cache, t) == p[f]) {
-                f++;
-                t++;
-            }
+            size_t k;
+
+            k = b - cover < r - low ? b - cover : r - low;
+            k = cache_match_back(&e->cache, r, p + b, k);
+            b -= k;
+            r -= k;
+            k = len - f < base - t ? len - f : base - t;
+            k = cache_match_fwd(&e->cache, t, p + f, k);
+            f += k;
+            t += k;
             ok = emit_literal(out, &n, body_limit, p, cover, b);
             if (ok && n < body_limit) {
                 out[n++] = 1;
