@@ -173,7 +173,13 @@ cache_init(struct re_cache *c, uint64_t size)
     c->ring = malloc(size);
     c->size = size;
     c->pos = 0;
-    return c->ring ? GPU_OK : GPU_ERR_NOMEM;
+    if (!c->ring) {
+        return GPU_ERR_NOMEM;
+    }
+    /* Touch every page now, at configuration time, rather than take a
+     * page fault per 4 KB in the datapath while the cache first fills. */
+    memset(c->ring, 0, size);
+    return GPU_OK;
 }
 
 /* ---- Big-endian fields and varints. ---- */
@@ -445,12 +451,15 @@ gpu_re_encoder_create(const struct gpu_re_config *cfg,
         e->n_buckets *= 2;
     }
     entries = e->n_buckets * WAYS;
-    e->table = calloc(entries, sizeof *e->table);
+    e->table = malloc(entries * sizeof *e->table);
     if (!e->table || cache_init(&e->cache, cfg->cache_size)) {
         free(e->table);
         free(e);
         return GPU_ERR_NOMEM;
     }
+    /* Written, not calloc'd: every page faulted in now (see
+     * cache_init()). */
+    memset(e->table, 0, entries * sizeof *e->table);
     e->epoch = cfg->epoch ? cfg->epoch : random_epoch();
     e->stats.epochs = 1;
     *ep = e;
