@@ -1432,10 +1432,14 @@ gpu_re_decode_packet(struct gpu_re_decoder *d, uint8_t *f, size_t *len,
     l4room = k.end - k.l4 - GPU_RE_SHIM_HDR_LEN;
     new_len = k.l4 + h.l4_len + h.orig_len;
     if (body_ofs > k.end || !h.orig_len
-        /* The L4 header must be the one the original carried. */
-        || l4_hdr_len(h.next_proto, f + k.l4 + GPU_RE_SHIM_HDR_LEN,
-                      h.next_proto == IPPROTO_UDP_
-                      ? h.l4_len + h.orig_len : l4room) != h.l4_len) {
+        /* The L4 header must be the one the original carried (the
+         * header's bytes are there: body_ofs <= end). */
+        || (h.next_proto == IPPROTO_UDP_
+            ? h.l4_len != 8
+              || get16(f + k.l4 + GPU_RE_SHIM_HDR_LEN + 4)
+                 != 8 + h.orig_len
+            : l4_hdr_len(h.next_proto, f + k.l4 + GPU_RE_SHIM_HDR_LEN,
+                         l4room) != h.l4_len)) {
         d->stats.packets++;
         d->stats.shims++;
         return refuse(d, true);
