@@ -1215,12 +1215,23 @@ test_packets(void **state)
         if (rng_below(&r, 3) == 0) {
             ml = rng_below(&r, f2.len + 1);
         }
-        /* Room for the decoded frame, but nothing readable past 'ml'
-         * until the decoder has decided to write there. */
-        uint8_t *m = malloc(sizeof o2.buf);
-        memcpy(m, f2.buf, ml);
+        /* First in a buffer of exactly the frame's length (no room to
+         * expand: every check before that runs against real bounds),
+         * then with room. */
+        uint8_t *m = malloc(ml ? ml : 1);
         size_t mlen = ml;
-        int res = gpu_re_decode_packet(d2, m, &mlen, sizeof o2.buf);
+        memcpy(m, f2.buf, ml);
+        int res = gpu_re_decode_packet(d2, m, &mlen, ml);
+        if (res == GPU_RE_DECODED
+            && (mlen != o2.len || memcmp(m, o2.buf, mlen))) {
+            fail_msg("seed 0x%016" PRIx64 ": corrupted frame %d decoded "
+                     "to wrong bytes", seed, trial);
+        }
+        free(m);
+        m = malloc(sizeof o2.buf);
+        memcpy(m, f2.buf, ml);
+        mlen = ml;
+        res = gpu_re_decode_packet(d2, m, &mlen, sizeof o2.buf);
         if (res == GPU_RE_DECODED) {
             if (mlen != o2.len || memcmp(m, o2.buf, mlen)) {
                 fail_msg("seed 0x%016" PRIx64 ": corrupted frame %d decoded "
@@ -1234,6 +1245,34 @@ test_packets(void **state)
     }
     print_message("  400 corrupted shim frames: %d decoded (to the original)"
                   ", the rest refused or passed\n", decoded_ok);
+
+    /* A shim that claims a UDP header it does not carry, at the very end
+     * of its buffer: refused without reading past it. */
+    {
+        struct gpu_re_decoder *d3;
+        struct frame x;
+        uint8_t none[1];
+        size_t l3 = build_frame(&x, &r, false, false, false, none, 0);
+        uint8_t *ip = x.buf + l3;
+        size_t xl = l3 + 20 + GPU_RE_SHIM_HDR_LEN;
+
+        put_hdr(ip + 20, 0, 1, 100, 0, 0);
+        ip[20 + 1] = 17;        /* next_proto UDP, l4_len 0. */
+        ip[2] = 0;
+        ip[3] = 20 + GPU_RE_SHIM_HDR_LEN;
+        ip[9] = GPU_RE_IPPROTO;
+        ip[10] = ip[11] = 0;
+        uint16_t c = ~fold(sum16(ip, 20, 0));
+        ip[10] = c >> 8;
+        ip[11] = c;
+        uint8_t *m = malloc(xl);
+        memcpy(m, x.buf, xl);
+        assert_int_equal(gpu_re_decoder_create(&cfg, &d3), GPU_OK);
+        assert_int_equal(gpu_re_decode_packet(d3, m, &xl, xl),
+                         GPU_RE_UNDECODABLE);
+        gpu_re_decoder_destroy(d3);
+        free(m);
+    }
 
     free(orig);
     free(enc);
