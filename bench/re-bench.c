@@ -495,9 +495,19 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
     uint8_t *tdata = gpu_host_alloc(tcap);
     uint32_t *toffs = gpu_host_alloc((pcap + 1) * sizeof *toffs);
 
-    collect("/usr/share/doc", &f, trace_mb << 20, 0);
+    /* Documents where a Debian system has them; a bare container may
+     * have only the other trees. */
+    static const char *roots[] = { "/usr/share/doc", "/usr/share",
+                                   "/usr/include", "/usr/lib" };
+    const char *root = NULL;
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0] && f.n < 100;
+         i++) {
+        f.len = f.n = 0;
+        root = roots[i];
+        collect(root, &f, trace_mb << 20, 0);
+    }
     if (f.n < 10) {
-        printf("trace: too few files under /usr/share/doc; skipped\n");
+        printf("trace: too few files under /usr; skipped\n");
         return;
     }
     gpu_re_config_init(&cfg);
@@ -575,9 +585,9 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
     }
     gpu_re_encoder_get_stats(e, &es);
     gpu_re_decoder_get_stats(d, &ds);
-    printf("\ntrace: %zu files (%.1f MB) under /usr/share/doc, each sent %d "
-           "times with up to 3 one-byte edits/insertions/deletions per "
-           "send; 1460-byte payloads\n", f.n, f.len / 1048576.0, sends);
+    printf("\ntrace: %zu files (%.1f MB) under %s, each sent %d times "
+           "with up to 3 one-byte edits/insertions/deletions per send; "
+           "1460-byte payloads\n", f.n, f.len / 1048576.0, root, sends);
     printf("%-44s %12s %12s %9s\n", "", "bytes in", "bytes out", "saving");
     printf("%-44s %12" PRIu64 " %12" PRIu64 " %8.1f%%\n",
            "ideal whole-trace chunk dedup (unbounded)", total, unique,
