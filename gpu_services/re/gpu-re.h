@@ -333,7 +333,10 @@ void gpu_re_decoder_observe(struct gpu_re_decoder *, const uint8_t *payload,
                             size_t len);
 
 /* Packet level: 'frame' holds an Ethernet frame of '*len' bytes in a
- * buffer of 'cap' bytes, changed in place.
+ * buffer of 'cap' bytes, changed in place.  The encoder never makes a
+ * frame longer than 'cap', and only an epoch's first shim (at most 22
+ * bytes more than its payload) is ever longer than the original: pass
+ * as 'cap' no more than the largest frame the link carries.
  *
  * Encode: GPU_RE_SHIM (the frame now carries a shim, '*len' smaller),
  * GPU_RE_RAW (an eligible TCP/UDP payload left as it is, cached), or
