@@ -334,7 +334,7 @@ void gpu_re_decoder_observe(struct gpu_re_decoder *, const uint8_t *payload,
 
 /* Packet level: 'frame' holds an Ethernet frame of '*len' bytes in a
  * buffer of 'cap' bytes, changed in place.  The encoder never makes a
- * frame longer than 'cap', and only an epoch's first shim (at most 22
+ * frame longer than 'cap', and only an epoch's first shim (at most 20
  * bytes more than its payload) is ever longer than the original: pass
  * as 'cap' no more than the largest frame the link carries.
  *
