@@ -760,6 +760,19 @@ test_malformed(void **state)
     assert_true(l2 < 300);
     gpu_re_encoder_destroy(e);
 
+    /* Cuts from outside must tile the payload. */
+    {
+        uint16_t bad1[] = { 100, 50, 1400 }, bad2[] = { 100, 1300 };
+        struct gpu_re_encoder *e3;
+
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e3), GPU_OK);
+        assert_int_equal(gpu_re_encode(e3, p1, sizeof p1, bad1, 3, s1,
+                                       sizeof s1, &l1), GPU_ERR_INVALID);
+        assert_int_equal(gpu_re_encode(e3, p1, sizeof p1, bad2, 2, s1,
+                                       sizeof s1, &l1), GPU_ERR_INVALID);
+        gpu_re_encoder_destroy(e3);
+    }
+
     /* The unmodified pair decodes. */
     struct gpu_re_decoder *d = primed_decoder(&cfg, s1, l1);
     assert_int_equal(gpu_re_decode(d, s2, l2, out, sizeof out, &ol),

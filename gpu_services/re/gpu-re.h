@@ -315,7 +315,9 @@ enum gpu_re_result {
  * Returns GPU_RE_SHIM with '*out_len' bytes of shim, or GPU_RE_RAW: send
  * the payload itself (it would not shrink).  Either way the payload
  * enters the encoder's cache unless the epoch has not started yet.
- * 'cuts' (may be NULL) are the payload's chunk ends from a chunker. */
+ * 'ends' are the payload's 'n_chunks' chunk ends from a chunker with the
+ * encoder's parameters (strictly increasing, the last one 'len'; else
+ * GPU_ERR_INVALID), or NULL to chunk it here on the CPU. */
 int gpu_re_encode(struct gpu_re_encoder *, const uint8_t *payload,
                   size_t len, const uint16_t *ends, size_t n_chunks,
                   uint8_t *out, size_t out_size, size_t *out_len);

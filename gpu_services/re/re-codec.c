@@ -718,6 +718,19 @@ gpu_re_encode(struct gpu_re_encoder *e, const uint8_t *payload, size_t len,
     if (!ends) {
         n_chunks = chunk_payload(e, payload, len);
         ends = e->ends;
+    } else {
+        /* Cuts from outside: they must tile the payload. */
+        size_t i;
+
+        if (n_chunks > len || (len && (!n_chunks
+                                       || ends[n_chunks - 1] != len))) {
+            return GPU_ERR_INVALID;
+        }
+        for (i = 0; i < n_chunks; i++) {
+            if (!ends[i] || (i && ends[i] <= ends[i - 1])) {
+                return GPU_ERR_INVALID;
+            }
+        }
     }
     r = encode(e, payload, len, ends, n_chunks, out_size, &shim_len);
     if (r == GPU_RE_SHIM) {
