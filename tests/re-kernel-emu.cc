@@ -25,14 +25,14 @@
  *
  * Build and run (from the top of the tree, no configure needed):
  *
- *   mkdir -p /tmp/emu && : > /tmp/emu/config.h
- *   for f in re re-cpu; do gcc -O2 -std=gnu11 -I/tmp/emu -I. -c \
- *       gpu_services/re/$f.c -o /tmp/emu/$f.o; done
- *   gcc -O2 -std=gnu11 -I/tmp/emu -I. -c gpu_runtime/gpu-runtime.c \
- *       -o /tmp/emu/gpu-runtime.o
- *   g++ -O2 -std=c++17 -I/tmp/emu -I. tests/re-kernel-emu.cc \
- *       /tmp/emu/*.o -lpthread -o /tmp/emu/re-kernel-emu
- *   /tmp/emu/re-kernel-emu [seed]
+ *   mkdir -p /tmp/re-emu && : > /tmp/re-emu/config.h
+ *   for f in re re-cpu; do gcc -O2 -std=gnu11 -I/tmp/re-emu -I. -c \
+ *       gpu_services/re/$f.c -o /tmp/re-emu/$f.o; done
+ *   gcc -O2 -std=gnu11 -I/tmp/re-emu -I. -c gpu_runtime/gpu-runtime.c \
+ *       -o /tmp/re-emu/gpu-runtime.o
+ *   g++ -O2 -std=c++17 -I/tmp/re-emu -I. tests/re-kernel-emu.cc \
+ *       /tmp/re-emu/*.o -lpthread -o /tmp/re-emu/re-kernel-emu
+ *   /tmp/re-emu/re-kernel-emu [seed]
  */
 #include <config.h>
 

@@ -1090,31 +1090,45 @@ test_packets(void **state)
                 }
             }
         }
+        /* Every other burst through the decoder's burst call. */
+        int dres_burst[32];
+        bool burst = (i0 / B) & 1;
+        if (burst) {
+            for (size_t j = 0; j < nb; j++) {
+                frames[j] = enc[j].buf;
+                lens[j] = enc[j].len;
+            }
+            assert_int_equal(gpu_re_decode_packets(d, frames, lens, caps, nb,
+                                                   dres_burst), GPU_OK);
+        }
         for (size_t j = 0; j < nb; j++) {
             struct frame *x = &enc[j];
+            /* The encoded frame as it went on the link (identical in
+             * benc[], which a burst decode has not touched). */
+            struct frame *y = burst ? &benc[j] : x;
             size_t l3 = x->buf[12] == 0x81 ? 18 : 14;
-            uint8_t *ip = x->buf + l3;
+            uint8_t *ip = x->buf + l3, *yip = y->buf + l3;
             int res = results[j];
 
             bytes_in += orig[j].len;
-            bytes_out += x->len;
+            bytes_out += y->len;
             if (res == GPU_RE_SHIM) {
                 n_shim++;
                 /* Only an epoch's first shim may grow. */
-                assert_true(x->len < orig[j].len || n_shim == 1);
+                assert_true(y->len < orig[j].len || n_shim == 1);
                 /* The encoded frame: protocol 253, lengths and the IPv4
                  * checksum right. */
                 if (v6s[j]) {
-                    assert_int_equal(ip[6], GPU_RE_IPPROTO);
-                    assert_int_equal(ip[4] << 8 | ip[5], x->len - l3 - 40);
+                    assert_int_equal(yip[6], GPU_RE_IPPROTO);
+                    assert_int_equal(yip[4] << 8 | yip[5], y->len - l3 - 40);
                 } else {
-                    assert_int_equal(ip[9], GPU_RE_IPPROTO);
-                    assert_int_equal(ip[2] << 8 | ip[3], x->len - l3);
-                    assert_true(ipv4_hdr_ok(ip));
+                    assert_int_equal(yip[9], GPU_RE_IPPROTO);
+                    assert_int_equal(yip[2] << 8 | yip[3], y->len - l3);
+                    assert_true(ipv4_hdr_ok(yip));
                 }
             } else {
-                assert_int_equal(x->len, orig[j].len);
-                assert_memory_equal(x->buf, orig[j].buf, x->len);
+                assert_int_equal(y->len, orig[j].len);
+                assert_memory_equal(y->buf, orig[j].buf, y->len);
                 if (res == GPU_RE_RAW) {
                     n_raw++;
                 } else {
@@ -1122,8 +1136,14 @@ test_packets(void **state)
                     n_pass++;
                 }
             }
-            int dres = gpu_re_decode_packet(d, x->buf, &x->len,
+            int dres;
+            if (burst) {
+                dres = dres_burst[j];
+                x->len = lens[j];
+            } else {
+                dres = gpu_re_decode_packet(d, x->buf, &x->len,
                                             sizeof x->buf);
+            }
             assert_int_equal(dres, res == GPU_RE_SHIM ? GPU_RE_DECODED
                                                       : res);
             if (x->len != orig[j].len

@@ -361,6 +361,13 @@ int gpu_re_encode_packets(struct gpu_re_encoder *, uint8_t **frames,
                           size_t *lens, const size_t *caps, size_t n,
                           int *results);
 
+/* Decodes 'n' frames in order (gpu_re_decode_packet() on each), for
+ * symmetry with the encoder's burst call.  Returns GPU_OK or
+ * GPU_ERR_INVALID (nothing changed). */
+int gpu_re_decode_packets(struct gpu_re_decoder *, uint8_t **frames,
+                          size_t *lens, const size_t *caps, size_t n,
+                          int *results);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1474,3 +1474,24 @@ gpu_re_decode_packet(struct gpu_re_decoder *d, uint8_t *f, size_t *len,
     *len = new_len;
     return GPU_RE_DECODED;
 }
+
+int
+gpu_re_decode_packets(struct gpu_re_decoder *d, uint8_t **frames,
+                      size_t *lens, const size_t *caps, size_t n,
+                      int *results)
+{
+    size_t i;
+
+    if (!d || (n && (!frames || !lens || !caps || !results))) {
+        return GPU_ERR_INVALID;
+    }
+    for (i = 0; i < n; i++) {
+        if (!frames[i] || lens[i] > caps[i]) {
+            return GPU_ERR_INVALID;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        results[i] = gpu_re_decode_packet(d, frames[i], &lens[i], caps[i]);
+    }
+    return GPU_OK;
+}
