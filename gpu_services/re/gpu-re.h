@@ -1,0 +1,375 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * ovs-gpu RE: redundancy elimination between two switches (a WAN
+ * optimiser pair), with Rabin content-defined chunking on the CPU or on a
+ * CUDA GPU.  The library knows nothing of Open vSwitch; docs/RE-NOTES.md
+ * has the design and the wire format.
+ *
+ * Three layers:
+ *
+ *   1. Chunking.  A chunker (CPU or CUDA backend, picked at creation)
+ *      cuts batches of payloads, packed back to back with an offsets
+ *      index, into content-defined chunks: a Rabin fingerprint over a
+ *      sliding window at every byte (LBFS polynomial), a cut where its low
+ *      'bits' bits are zero, bounded by a minimum and maximum chunk size.
+ *      Both backends give the same cuts and fingerprints.
+ *
+ *   2. Payload encoding.  An encoder keeps a FIFO byte cache of every
+ *      payload it passed and a table from each cached chunk's 128-bit
+ *      hash to its place in the cache.  A payload's chunks found there
+ *      become references (distance back into the cache, length) in a
+ *      shim; the decoder keeps the same cache from the same payloads and
+ *      expands them.  A decoder that cannot resolve a shim (a packet lost
+ *      or reordered, a cache out of step, a malformed shim) reports it
+ *      undecodable and never returns wrong bytes: every expanded payload
+ *      is checked against a hash the encoder put in the shim.  Shims carry
+ *      the encoder's stream position, so a loss costs only the references
+ *      into the bytes lost; an epoch (the encoder's restart, or
+ *      gpu_re_encoder_resync()) empties both caches and starts afresh.
+ *
+ *   3. Packet helpers.  The same on Ethernet frames: TCP and UDP payloads
+ *      over IPv4 and IPv6 (VLAN tags allowed), the shim marked by IP
+ *      protocol 253 (RFC 3692 experimentation), lengths and the IPv4
+ *      header checksum fixed up; the decoder restores the original frame
+ *      byte for byte, L4 checksum included.
+ *
+ * Concurrency: a chunker may be shared by threads, each with its own
+ * batch.  An encoder or a decoder is one ordered stream of packets and is
+ * used by one thread at a time.
+ */
+#ifndef GPU_RE_H
+#define GPU_RE_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu_runtime/gpu-runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Chunking parameters. ---- */
+
+/* LBFS's irreducible polynomial of degree 63 (x^63 + ... + 1). */
+#define GPU_RE_POLY 0xbfe6b8a5bf378d83ULL
+
+#define GPU_RE_MIN_WINDOW 4
+#define GPU_RE_MAX_WINDOW 64
+/* Payloads (and so chunks) are at most this long: IP's limit. */
+#define GPU_RE_MAX_PAYLOAD 65535
+
+struct gpu_re_params {
+    uint32_t window;            /* Bytes in the sliding window (32). */
+    uint32_t bits;              /* Cut where fp's low 'bits' are 0 (8). */
+    uint32_t min_chunk;         /* Shortest chunk but a payload's last. */
+    uint32_t max_chunk;         /* Longest chunk: a cut is forced. */
+};
+
+/* window 32, bits 8, min_chunk 32, max_chunk 2048. */
+void gpu_re_params_init(struct gpu_re_params *);
+/* GPU_OK, or GPU_ERR_INVALID with a reason in 'err': window out of
+ * [GPU_RE_MIN_WINDOW, GPU_RE_MAX_WINDOW], bits out of [1, 32], min_chunk
+ * 0 or above max_chunk, max_chunk above GPU_RE_MAX_PAYLOAD. */
+int gpu_re_params_check(const struct gpu_re_params *, char *err,
+                        size_t err_size);
+
+/* ---- Chunkers and batches. ---- */
+
+enum gpu_re_backend {
+    GPU_RE_BACKEND_AUTO,        /* CUDA if a device is usable, else CPU. */
+    GPU_RE_BACKEND_CPU,
+    GPU_RE_BACKEND_CUDA,
+};
+
+const char *gpu_re_backend_name(enum gpu_re_backend);
+
+struct gpu_re_chunker_config {
+    struct gpu_re_params params;
+    enum gpu_re_backend backend;
+    int device;                 /* CUDA device index. */
+    /* CUDA: group packets by length on the device before chunking, so
+     * that a warp's threads run similar lengths (default true). */
+    bool sort;
+};
+
+void gpu_re_chunker_config_init(struct gpu_re_chunker_config *);
+
+struct gpu_re_chunker;
+struct gpu_re_batch;
+
+/* Creates a chunker.  With GPU_RE_BACKEND_AUTO and no usable device it
+ * picks the CPU; gpu_re_chunker_why() then says why.  Returns GPU_OK,
+ * GPU_ERR_INVALID (bad parameters), GPU_ERR_NO_DEVICE (CUDA asked for
+ * but not usable), GPU_ERR_NOMEM, GPU_ERR_DEVICE*. */
+int gpu_re_chunker_create(const struct gpu_re_chunker_config *,
+                          struct gpu_re_chunker **);
+void gpu_re_chunker_destroy(struct gpu_re_chunker *);
+enum gpu_re_backend gpu_re_chunker_backend(const struct gpu_re_chunker *);
+/* Why this backend: "CUDA device 0 (NVIDIA H100 ...)", or why not CUDA. */
+const char *gpu_re_chunker_why(const struct gpu_re_chunker *);
+const struct gpu_re_params *gpu_re_chunker_params(
+    const struct gpu_re_chunker *);
+
+/* Cuts of packet i of a batch lie in slots
+ *
+ *   gpu_re_slot_base(offsets, i, min_chunk) ..
+ *
+ * one per chunk, in order: ends[] is the chunk's end (exclusive) within
+ * the packet, fps[] the fingerprint of the window ending at its last
+ * byte; the last chunk's end is the packet's length.  A packet has at
+ * most len / min_chunk + 1 chunks, so the slots never overflow. */
+static inline size_t
+gpu_re_slot_base(const uint32_t *offsets, size_t i, uint32_t min_chunk)
+{
+    return (offsets[i] - offsets[0]) / min_chunk + i;
+}
+
+/* Slots a batch of 'n_bytes' in 'n_packets' needs. */
+static inline size_t
+gpu_re_n_slots(size_t n_bytes, size_t n_packets, uint32_t min_chunk)
+{
+    return n_bytes / min_chunk + n_packets + 1;
+}
+
+/* A batch: device and pinned host buffers for up to 'max_packets'
+ * (at most 2^24) packets and 'max_bytes' (at most 1 GiB) payload bytes.
+ * 'want_fps': also copy the fingerprints back (the encoder needs only the
+ * cuts). */
+int gpu_re_batch_create(struct gpu_re_chunker *, size_t max_packets,
+                        size_t max_bytes, bool want_fps,
+                        struct gpu_re_batch **);
+void gpu_re_batch_destroy(struct gpu_re_batch *);
+
+/* Submits 'n_packets' payloads: packet i is data[offsets[i] ..
+ * offsets[i + 1]), at most GPU_RE_MAX_PAYLOAD bytes.  On CUDA the work
+ * is queued on 'stream' (NULL: the thread's own) and this returns at
+ * once; 'data' and 'offsets' must stay untouched until
+ * gpu_re_batch_wait(), and come from gpu_host_alloc() for asynchronous
+ * copies.  On the CPU the chunking runs here.  Returns GPU_OK,
+ * GPU_ERR_INVALID, GPU_ERR_BUSY, GPU_ERR_DEVICE*. */
+int gpu_re_batch_submit(struct gpu_re_batch *, struct gpu_stream *,
+                        const uint8_t *data, const uint32_t *offsets,
+                        size_t n_packets);
+/* Runs the last submission's kernels again on the data already on the
+ * device, with no copies: kernel-only timing.  CPU: chunks again. */
+int gpu_re_batch_resubmit(struct gpu_re_batch *, struct gpu_stream *);
+/* Blocks until the submission is done.  If the device failed, the batch
+ * is chunked on the CPU instead (counted in the chunker's stats). */
+int gpu_re_batch_wait(struct gpu_re_batch *);
+/* The results of the last completed submission: 'ends' and (if asked
+ * for) 'fps', indexed by slot as above; valid until the next submit. */
+void gpu_re_batch_results(const struct gpu_re_batch *,
+                          const uint16_t **ends, const uint64_t **fps);
+
+/* Synchronous chunking of one payload on the CPU (any chunker's
+ * parameters): writes up to 'max' chunk ends and fingerprints ('fps' may
+ * be NULL) and returns the number of chunks. */
+size_t gpu_re_chunk_cpu(const struct gpu_re_params *, const uint8_t *data,
+                        size_t len, uint16_t *ends, uint64_t *fps,
+                        size_t max);
+
+struct gpu_re_chunker_stats {
+    uint64_t n_batches, n_packets, n_bytes;
+    uint64_t n_fallbacks;       /* CUDA batches redone on the CPU. */
+};
+
+void gpu_re_chunker_get_stats(struct gpu_re_chunker *,
+                              struct gpu_re_chunker_stats *);
+
+/* True if the CUDA backend was built in and a device is usable. */
+bool gpu_re_cuda_available(void);
+
+/* ---- The 128-bit chunk hash. ---- */
+
+struct gpu_re_hash {
+    uint64_t hi, lo;
+};
+
+/* MurmurHash3 x64_128 of 'data' (seed 0). */
+struct gpu_re_hash gpu_re_hash128(const void *data, size_t len);
+
+/* ---- Shim wire format (docs/RE-NOTES.md). ----
+ *
+ * An encoded payload is a 16-byte header and a body, big-endian:
+ *
+ *   0  u8   version      GPU_RE_SHIM_VERSION
+ *   1  u8   next_proto   original IP protocol (0 for payload-level)
+ *   2  u8   l4_len       L4 header bytes between header and body
+ *   3  u8   flags        GPU_RE_SHIM_F_*
+ *   4  u16  epoch
+ *   6  u16  orig_len     decoded payload length
+ *   8  u32  pos          encoder stream position (low 32 bits) of the
+ *                        payload's first byte
+ *   12 u32  check        high 32 bits of the payload's 128-bit hash
+ *
+ * The body is items up to orig_len decoded bytes:
+ *
+ *   0x00 varint(n) n-bytes        literal
+ *   0x01 varint(dist) varint(n)   n bytes from stream position pos - dist
+ *                                 (1 <= n <= dist: only earlier payloads)
+ *
+ * with varint the LEB128 encoding of an unsigned integer (at most 5
+ * bytes, no overlong forms).
+ */
+#define GPU_RE_SHIM_VERSION 1
+#define GPU_RE_SHIM_HDR_LEN 16
+#define GPU_RE_SHIM_F_START 0x01    /* First payload of an epoch. */
+#define GPU_RE_IPPROTO 253          /* RFC 3692 experimental. */
+
+/* ---- Encoder and decoder. ---- */
+
+struct gpu_re_config {
+    struct gpu_re_params params;
+    uint64_t cache_size;        /* FIFO cache bytes (1 MB default);
+                                 * at most 1 GiB. */
+    uint32_t resync_packets;    /* Encoder: new epoch every N shims
+                                 * (0: only on gpu_re_encoder_resync()):
+                                 * bounds how long a loss is felt, at the
+                                 * price of an empty cache each time. */
+    uint32_t min_ref;           /* Shortest chunk worth a reference (16). */
+    uint16_t epoch;             /* Encoder: first epoch (0: random). */
+};
+
+void gpu_re_config_init(struct gpu_re_config *);
+
+/* Sets one option of 'cfg' from its text, for actions such as
+ * re_encode(peer=NAME,cache=64M,...): "cache" (bytes, with an optional
+ * K, M or G suffix, powers of 1024), "window", "bits", "min_chunk",
+ * "max_chunk", "min_ref", "resync" (resync_packets), "epoch".  Returns
+ * GPU_OK, or GPU_ERR_INVALID with a message in 'err' (an unknown key, a
+ * malformed or out-of-range value); 'cfg' is unchanged on error.  Check
+ * the whole set with gpu_re_config_check() afterwards. */
+int gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
+                      const char *value, char *err, size_t err_size);
+/* GPU_OK, or GPU_ERR_INVALID with the reason in 'err'. */
+int gpu_re_config_check(const struct gpu_re_config *, char *err,
+                        size_t err_size);
+
+/* Counters of one encoder or decoder. */
+struct gpu_re_stats {
+    uint64_t packets;           /* Payloads (eligible packets) seen. */
+    uint64_t bytes_in;          /* Encoder: original payload bytes;
+                                 * decoder: bytes received. */
+    uint64_t bytes_out;         /* Encoder: bytes sent; decoder: bytes
+                                 * restored. */
+    uint64_t shims;             /* Payloads sent or received as shims. */
+    uint64_t hits;              /* References emitted or expanded. */
+    uint64_t hit_bytes;         /* Bytes covered by references. */
+    uint64_t cache_fill;        /* Bytes in the cache now. */
+    uint64_t undecodable;       /* Decoder: shims refused. */
+    uint64_t malformed;         /* ...of which malformed. */
+    uint64_t epochs;            /* Epochs started (resyncs). */
+    uint64_t passed;            /* Packet helpers: left alone (not IP,
+                                 * fragment, not TCP/UDP, ...). */
+};
+
+struct gpu_re_encoder;
+struct gpu_re_decoder;
+
+/* 'chunker' (may be NULL: chunk on the CPU) cuts batches for
+ * gpu_re_encode_packets(); its parameters must equal config->params. */
+int gpu_re_encoder_create(const struct gpu_re_config *,
+                          struct gpu_re_chunker *chunker,
+                          struct gpu_re_encoder **);
+void gpu_re_encoder_destroy(struct gpu_re_encoder *);
+/* Starts a new epoch: empties the cache; the next shim carries
+ * GPU_RE_SHIM_F_START and resyncs the decoder. */
+void gpu_re_encoder_resync(struct gpu_re_encoder *);
+void gpu_re_encoder_get_stats(const struct gpu_re_encoder *,
+                              struct gpu_re_stats *);
+
+int gpu_re_decoder_create(const struct gpu_re_config *,
+                          struct gpu_re_decoder **);
+void gpu_re_decoder_destroy(struct gpu_re_decoder *);
+void gpu_re_decoder_get_stats(const struct gpu_re_decoder *,
+                              struct gpu_re_stats *);
+
+/* Results of the encode and decode calls. */
+enum gpu_re_result {
+    GPU_RE_RAW = 1,             /* Send (or deliver) the payload as it is. */
+    GPU_RE_SHIM = 2,            /* Encoded: send the shim. */
+    GPU_RE_DECODED = 3,         /* Decoded: deliver the restored bytes. */
+    GPU_RE_PASS = 4,            /* Packet helpers: not ours, unchanged. */
+    GPU_RE_UNDECODABLE = 5,     /* Drop it: cannot be decoded. */
+};
+
+/* Payload level.  Encodes 'len' bytes (at most GPU_RE_MAX_PAYLOAD) into
+ * 'out' (room for 'out_size' bytes; no shim longer than that is made).
+ * Returns GPU_RE_SHIM with '*out_len' bytes of shim, or GPU_RE_RAW: send
+ * the payload itself (it would not shrink).  Either way the payload
+ * enters the encoder's cache unless the epoch has not started yet.
+ * 'ends' are the payload's 'n_chunks' chunk ends from a chunker with the
+ * encoder's parameters (strictly increasing, the last one 'len'; else
+ * GPU_ERR_INVALID), or NULL to chunk it here on the CPU. */
+int gpu_re_encode(struct gpu_re_encoder *, const uint8_t *payload,
+                  size_t len, const uint16_t *ends, size_t n_chunks,
+                  uint8_t *out, size_t out_size, size_t *out_len);
+
+/* Decodes a shim into 'out' (at least GPU_RE_MAX_PAYLOAD bytes, or the
+ * shim's orig_len).  Returns GPU_RE_DECODED with '*out_len' bytes, or
+ * GPU_RE_UNDECODABLE (drop the packet; nothing usable in 'out').  The
+ * decoder's cache follows the shim either way. */
+int gpu_re_decode(struct gpu_re_decoder *, const uint8_t *shim, size_t len,
+                  uint8_t *out, size_t out_size, size_t *out_len);
+
+/* A payload that came raw (GPU_RE_RAW on the encoder): the decoder
+ * caches it too. */
+void gpu_re_decoder_observe(struct gpu_re_decoder *, const uint8_t *payload,
+                            size_t len);
+
+/* Packet level: 'frame' holds an Ethernet frame of '*len' bytes in a
+ * buffer of 'cap' bytes, changed in place.  The encoder never makes a
+ * frame longer than 'cap', and only an epoch's first shim (at most 20
+ * bytes more than its payload) is ever longer than the original: pass
+ * as 'cap' no more than the largest frame the link carries.
+ *
+ * Encode: GPU_RE_SHIM (the frame now carries a shim, '*len' smaller),
+ * GPU_RE_RAW (an eligible TCP/UDP payload left as it is, cached), or
+ * GPU_RE_PASS (not eligible: non-IP, fragment, other protocol, IPv6
+ * extension headers, inconsistent lengths, Ethernet padding).
+ *
+ * Decode: GPU_RE_DECODED (original frame restored, '*len' larger),
+ * GPU_RE_RAW (an eligible frame without a shim: cached, unchanged),
+ * GPU_RE_PASS, or GPU_RE_UNDECODABLE (drop it). */
+int gpu_re_encode_packet(struct gpu_re_encoder *, uint8_t *frame,
+                         size_t *len, size_t cap);
+int gpu_re_decode_packet(struct gpu_re_decoder *, uint8_t *frame,
+                         size_t *len, size_t cap);
+
+/* Encodes 'n' frames in order, chunking all their payloads as one batch
+ * on the encoder's chunker (identical output to n calls of
+ * gpu_re_encode_packet()).  'results[i]' gets each frame's result.
+ * Returns GPU_OK or an error (then nothing was changed). */
+int gpu_re_encode_packets(struct gpu_re_encoder *, uint8_t **frames,
+                          size_t *lens, const size_t *caps, size_t n,
+                          int *results);
+
+/* Decodes 'n' frames in order (gpu_re_decode_packet() on each), for
+ * symmetry with the encoder's burst call.  Returns GPU_OK or
+ * GPU_ERR_INVALID (nothing changed). */
+int gpu_re_decode_packets(struct gpu_re_decoder *, uint8_t **frames,
+                          size_t *lens, const size_t *caps, size_t n,
+                          int *results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* gpu-re.h */

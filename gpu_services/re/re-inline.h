@@ -1,0 +1,157 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Per-byte logic of Rabin chunking, written once for the CPU backend (C)
+ * and the CUDA kernel (nvcc): the LBFS tables, the window roll and the
+ * cut rule.  Nothing here may differ between the two compilers; the test
+ * checks both against a plain bit-serial reference.
+ *
+ * The fingerprint of a window b[0..w) is the polynomial
+ * sum b[k] x^(8 (w - 1 - k)) reduced modulo P = GPU_RE_POLY over GF(2),
+ * so it is below 2^63.  At the start of each payload the window is all
+ * zero bytes, which contribute nothing: the fingerprint at byte i is that
+ * of bytes [max(0, i - w + 1), i].
+ *
+ * Rolling (LBFS rabinpoly.C): with 'out' the byte leaving the window,
+ *
+ *   p  = fp ^ U[out]                    remove out * x^(8 (w - 1))
+ *   fp = ((p << 8) | in) ^ T[p >> 55]   append 'in', reduce
+ *
+ * U[j] = j x^(8 (w - 1)) mod P.  T[j] = (j x^63 mod P) | j << 63: the
+ * bits of p shifted past bit 62 are j x^63, and bit 63 of p << 8 (the low
+ * bit of j) is cancelled by the j << 63 term.
+ */
+#ifndef GPU_RE_INLINE_H
+#define GPU_RE_INLINE_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu_services/re/gpu-re.h"
+
+#ifdef __CUDACC__
+#define GPU_RE_HD static __host__ __device__ __forceinline__
+#else
+#define GPU_RE_HD static inline
+#endif
+
+#define GPU_RE_SHIFT 55         /* Degree 63 - 8. */
+
+struct gpu_re_tables {
+    uint64_t T[256];
+    uint64_t U[256];
+};
+
+/* The per-chunker constants a kernel needs (copied by value). */
+struct gpu_re_kparams {
+    uint64_t mask;              /* (1 << bits) - 1. */
+    int32_t window;
+    int32_t min_chunk;
+    int32_t max_chunk;
+};
+
+/* a * b mod P for a, b of degree < 63 (bit-serial, table building only). */
+GPU_RE_HD uint64_t
+gpu_re_polymulmod(uint64_t a, uint64_t b)
+{
+    uint64_t r = 0;
+    int i;
+
+    for (i = 62; i >= 0; i--) {
+        /* r = r * x mod P, then add b if bit i of a is set. */
+        r <<= 1;
+        if (r >> 63) {
+            r ^= GPU_RE_POLY;
+        }
+        if ((a >> i) & 1) {
+            r ^= b;
+        }
+    }
+    return r;
+}
+
+GPU_RE_HD void
+gpu_re_tables_init(struct gpu_re_tables *t, uint32_t window)
+{
+    /* x^63 mod P and x^(8 (w - 1)) mod P. */
+    uint64_t x63 = GPU_RE_POLY ^ (1ULL << 63);
+    uint64_t xw = 1;
+    uint32_t i;
+
+    for (i = 0; i < 8 * (window - 1); i++) {
+        xw <<= 1;
+        if (xw >> 63) {
+            xw ^= GPU_RE_POLY;
+        }
+    }
+    for (i = 0; i < 256; i++) {
+        t->T[i] = gpu_re_polymulmod(i, x63) | ((uint64_t) i << 63);
+        t->U[i] = gpu_re_polymulmod(i, xw);
+    }
+}
+
+/* One byte in ('in'), one out ('out', 0 while the window fills). */
+GPU_RE_HD uint64_t
+gpu_re_roll(const uint64_t *T, const uint64_t *U, uint64_t fp, uint8_t out,
+            uint8_t in)
+{
+    uint64_t p = fp ^ U[out];
+
+    return ((p << 8) | in) ^ T[p >> GPU_RE_SHIFT];
+}
+
+/* The cut rule.  With 's' the start of the current chunk and 'end' the
+ * payload's end, the chunk ends after byte 'pos' if
+ *
+ *   pos - s + 1 >= min_chunk and the low 'bits' bits of fp are zero, or
+ *   pos - s + 1 == max_chunk, or
+ *   pos == end - 1 (the payload's last chunk).
+ *
+ * Kept as two positions per chunk, so that the test per byte is two
+ * compares and a mask: 'lo' is the first byte a fingerprint may end the
+ * chunk at, 'hi' the byte it must end at.  After the payload's last
+ * chunk, nothing cuts (positions past the end may still be rolled). */
+struct gpu_re_cutter {
+    int32_t lo, hi;
+};
+
+GPU_RE_HD void
+gpu_re_cutter_start(const struct gpu_re_kparams *k, struct gpu_re_cutter *c,
+                    int32_t s, int32_t end)
+{
+    if (s >= end) {
+        c->lo = INT32_MAX;
+        c->hi = -1;
+    } else {
+        int32_t hi = s + k->max_chunk - 1;
+
+        c->lo = s + k->min_chunk - 1;
+        c->hi = hi < end - 1 ? hi : end - 1;
+    }
+}
+
+GPU_RE_HD bool
+gpu_re_cutter_test(const struct gpu_re_kparams *k,
+                   const struct gpu_re_cutter *c, uint64_t fp, int32_t pos)
+{
+    /* bits <= 32: the mask lives in the low word.  Bitwise, not
+     * short-circuit: no branch per byte on the GPU. */
+    return ((pos >= c->lo) & !((uint32_t) fp & (uint32_t) k->mask))
+           | (pos == c->hi);
+}
+
+#endif /* re-inline.h */

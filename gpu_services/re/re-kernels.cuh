@@ -1,0 +1,219 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * The RE chunking kernels (see re-cuda.cu), apart so that
+ * tests/re-kernel-emu.cc can also run them on the CPU, one POSIX thread
+ * per CUDA thread, where no GPU is at hand.  Included once, by re-cuda.cu
+ * (or the emulator).
+ */
+#ifndef GPU_RE_KERNELS_CUH
+#define GPU_RE_KERNELS_CUH 1
+
+#include "gpu_services/re/re-private.h"
+
+#define THREADS 128
+#define SORT_THREADS 256
+#define N_BUCKETS 128
+
+/* Grouping by length, longest first (approximately: into N_BUCKETS
+ * buckets spread over [min_len, max_len], as in the seed paper), in three
+ * short kernels: per-block histograms added into 'count'; one block
+ * turns the counts into start offsets; each block reserves its ranges
+ * with one global atomic per bucket and scatters into them.  Only block
+ * aggregates touch global atomics, so a batch of one dominant size does
+ * not serialise on one counter. */
+__device__ __forceinline__ uint32_t
+bucket_of(const uint32_t *offsets, uint32_t i, uint32_t min_len,
+          uint32_t span)
+{
+    uint32_t len = offsets[i + 1] - offsets[i];
+    uint32_t b = (uint32_t) ((uint64_t) (len - min_len) * (N_BUCKETS - 1)
+                             / span);
+
+    return N_BUCKETS - 1 - b;
+}
+
+__global__ void __launch_bounds__(SORT_THREADS)
+hist_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
+            uint32_t min_len, uint32_t span, uint32_t *count)
+{
+    __shared__ uint32_t h[N_BUCKETS];
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+
+    for (uint32_t k = threadIdx.x; k < N_BUCKETS; k += blockDim.x) {
+        h[k] = 0;
+    }
+    __syncthreads();
+    if (i < n) {
+        atomicAdd(&h[bucket_of(offsets, i, min_len, span)], 1u);
+    }
+    __syncthreads();
+    for (uint32_t k = threadIdx.x; k < N_BUCKETS; k += blockDim.x) {
+        if (h[k]) {
+            atomicAdd(&count[k], h[k]);
+        }
+    }
+}
+
+__global__ void
+scan_kernel(uint32_t *count)
+{
+    if (threadIdx.x == 0) {
+        uint32_t sum = 0;
+
+        for (uint32_t k = 0; k < N_BUCKETS; k++) {
+            uint32_t c = count[k];
+
+            count[k] = sum;
+            sum += c;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(SORT_THREADS)
+scatter_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
+               uint32_t min_len, uint32_t span, uint32_t *cursor,
+               uint32_t *__restrict__ order)
+{
+    __shared__ uint32_t h[N_BUCKETS], base[N_BUCKETS];
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t b = 0, rank = 0;
+
+    for (uint32_t k = threadIdx.x; k < N_BUCKETS; k += blockDim.x) {
+        h[k] = 0;
+    }
+    __syncthreads();
+    if (i < n) {
+        b = bucket_of(offsets, i, min_len, span);
+        rank = atomicAdd(&h[b], 1u);
+    }
+    __syncthreads();
+    for (uint32_t k = threadIdx.x; k < N_BUCKETS; k += blockDim.x) {
+        base[k] = h[k] ? atomicAdd(&cursor[k], h[k]) : 0;
+    }
+    __syncthreads();
+    if (i < n) {
+        order[base[b] + rank] = i;
+    }
+}
+
+__device__ __forceinline__ uint8_t
+vbyte(const uint4 &v, int j)
+{
+    uint32_t w = j < 4 ? v.x : j < 8 ? v.y : j < 12 ? v.z : v.w;
+
+    return (uint8_t) (w >> ((j & 3) * 8));
+}
+
+__device__ __forceinline__ uint32_t
+lead_mask(uint32_t lead, uint32_t k)
+{
+    /* Keeps the bytes of word k (bytes 4k .. 4k+3) at or after 'lead'. */
+    if (lead <= 4 * k) {
+        return 0xffffffffu;
+    }
+    if (lead >= 4 * k + 4) {
+        return 0;
+    }
+    return 0xffffffffu << (8 * (lead - 4 * k));
+}
+
+/* W16: window / 16 when the window is 16, 32, 48 or 64 bytes (register
+ * ring), else 0 (leaving byte read from memory).  FPS: write the
+ * fingerprints too. */
+template <int W16, bool FPS>
+__global__ void __launch_bounds__(THREADS)
+chunk_kernel(const uint64_t *__restrict__ tables,
+             const uint8_t *__restrict__ data,
+             const uint32_t *__restrict__ offsets,
+             const uint32_t *__restrict__ order, uint32_t n,
+             struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
+             uint64_t *__restrict__ fps)
+{
+    __shared__ uint64_t sT[256], sU[256];
+
+    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
+        sT[i] = tables[i];
+        sU[i] = tables[256 + i];
+    }
+    __syncthreads();
+
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) {
+        return;
+    }
+    uint32_t p = order ? order[t] : t;
+    uint32_t base = offsets[0];
+    int32_t start = offsets[p] - base;
+    int32_t end = offsets[p + 1] - base;
+    if (start == end) {
+        return;
+    }
+    uint32_t slot = (uint32_t) start / (uint32_t) kp.min_chunk + p;
+    const uint4 *d16 = (const uint4 *) data;
+    uint4 ring[W16 > 0 ? W16 : 1];
+    uint64_t fp = 0;
+    struct gpu_re_cutter cut;
+    int32_t blk0 = start >> 4, blkn = (end - 1) >> 4;
+    uint32_t lead = start & 15;
+
+    gpu_re_cutter_start(&kp, &cut, start, end);
+
+#pragma unroll
+    for (int k = 0; k < (W16 > 0 ? W16 : 1); k++) {
+        ring[k] = make_uint4(0, 0, 0, 0);
+    }
+    for (int32_t blk = blk0; blk <= blkn; blk++) {
+        uint4 v = d16[blk];
+
+        if (blk == blk0) {
+            v.x &= lead_mask(lead, 0);
+            v.y &= lead_mask(lead, 1);
+            v.z &= lead_mask(lead, 2);
+            v.w &= lead_mask(lead, 3);
+        }
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int32_t pos = blk * 16 + j;
+            uint8_t out;
+
+            if (W16 > 0) {
+                out = vbyte(ring[W16 > 0 ? W16 - 1 : 0], j);
+            } else {
+                out = pos - kp.window >= start ? data[pos - kp.window] : 0;
+            }
+            fp = gpu_re_roll(sT, sU, fp, out, vbyte(v, j));
+            if (gpu_re_cutter_test(&kp, &cut, fp, pos)) {
+                ends[slot] = (uint16_t) (pos + 1 - start);
+                if (FPS) {
+                    fps[slot] = fp;
+                }
+                slot++;
+                gpu_re_cutter_start(&kp, &cut, pos + 1, end);
+            }
+        }
+        if (W16 > 0) {
+#pragma unroll
+            for (int k = (W16 > 0 ? W16 : 1) - 1; k > 0; k--) {
+                ring[k] = ring[k - 1];
+            }
+            ring[0] = v;
+        }
+    }
+}
+
+#endif /* re-kernels.cuh */

@@ -1,0 +1,441 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * RE core: parameters, the chunker and batch API that dispatches to a
+ * backend (re-cpu.c, re-cuda.cu), and the 128-bit chunk hash.
+ */
+#include <config.h>
+
+#include "gpu_services/re/re-private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+gpu_re_params_init(struct gpu_re_params *p)
+{
+    p->window = 32;
+    p->bits = 8;
+    p->min_chunk = 32;
+    p->max_chunk = 2048;
+}
+
+int
+gpu_re_params_check(const struct gpu_re_params *p, char *err,
+                    size_t err_size)
+{
+    const char *why = NULL;
+
+    if (p->window < GPU_RE_MIN_WINDOW || p->window > GPU_RE_MAX_WINDOW) {
+        why = "window must be 4 to 64 bytes";
+    } else if (p->bits < 1 || p->bits > 32) {
+        why = "bits must be 1 to 32";
+    } else if (p->min_chunk < 1 || p->min_chunk > p->max_chunk) {
+        why = "min_chunk must be 1 to max_chunk";
+    } else if (p->max_chunk > GPU_RE_MAX_PAYLOAD) {
+        why = "max_chunk must be at most 65535";
+    }
+    if (why && err && err_size) {
+        snprintf(err, err_size, "%s", why);
+    }
+    return why ? GPU_ERR_INVALID : GPU_OK;
+}
+
+const char *
+gpu_re_backend_name(enum gpu_re_backend b)
+{
+    switch (b) {
+    case GPU_RE_BACKEND_AUTO: return "auto";
+    case GPU_RE_BACKEND_CPU: return "cpu";
+    case GPU_RE_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+void
+gpu_re_chunker_config_init(struct gpu_re_chunker_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    gpu_re_params_init(&cfg->params);
+    cfg->backend = GPU_RE_BACKEND_AUTO;
+    cfg->sort = true;
+}
+
+bool
+gpu_re_cuda_available(void)
+{
+#ifdef HAVE_CUDA
+    return gpu_device_count(NULL) > 0;
+#else
+    return false;
+#endif
+}
+
+/* Picks the provider for 'cfg', saying why in 'why'. */
+static const struct gpu_re_provider *
+pick_provider(const struct gpu_re_chunker_config *cfg, char *why,
+              size_t why_size, int *error)
+{
+    const char *no_cuda = "built without CUDA";
+    struct gpu_device_info info;
+
+    *error = GPU_OK;
+#ifdef HAVE_CUDA
+    if (cfg->backend != GPU_RE_BACKEND_CPU) {
+        if (gpu_device_count(&no_cuda) > 0) {
+            if (!gpu_device_query(cfg->device, &info)) {
+                snprintf(why, why_size, "CUDA device %d (%s)", cfg->device,
+                         info.name);
+                return &gpu_re_cuda_provider;
+            }
+            no_cuda = "no such CUDA device";
+        }
+    }
+#else
+    (void) info;
+#endif
+    switch (cfg->backend) {
+    case GPU_RE_BACKEND_CPU:
+        snprintf(why, why_size, "CPU backend requested");
+        return &gpu_re_cpu_provider;
+    case GPU_RE_BACKEND_AUTO:
+        snprintf(why, why_size, "CPU backend: %s", no_cuda);
+        return &gpu_re_cpu_provider;
+    case GPU_RE_BACKEND_CUDA:
+        snprintf(why, why_size, "CUDA requested but unusable: %s", no_cuda);
+        *error = GPU_ERR_NO_DEVICE;
+        return NULL;
+    }
+    *error = GPU_ERR_INVALID;
+    return NULL;
+}
+
+int
+gpu_re_chunker_create(const struct gpu_re_chunker_config *cfg,
+                      struct gpu_re_chunker **cp)
+{
+    struct gpu_re_chunker_config dflt;
+    struct gpu_re_chunker *c;
+    int error;
+
+    if (!cp) {
+        return GPU_ERR_INVALID;
+    }
+    if (!cfg) {
+        gpu_re_chunker_config_init(&dflt);
+        cfg = &dflt;
+    }
+    if (gpu_re_params_check(&cfg->params, NULL, 0)) {
+        return GPU_ERR_INVALID;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        return GPU_ERR_NOMEM;
+    }
+    c->cfg = *cfg;
+    c->kp.mask = (1ULL << cfg->params.bits) - 1;
+    c->kp.window = cfg->params.window;
+    c->kp.min_chunk = cfg->params.min_chunk;
+    c->kp.max_chunk = cfg->params.max_chunk;
+    gpu_re_tables_init(&c->tables, cfg->params.window);
+    c->prov = pick_provider(cfg, c->why, sizeof c->why, &error);
+    if (c->prov) {
+        error = c->prov->init(c);
+    }
+    if (error) {
+        free(c);
+        return error;
+    }
+    *cp = c;
+    return GPU_OK;
+}
+
+void
+gpu_re_chunker_destroy(struct gpu_re_chunker *c)
+{
+    if (c) {
+        c->prov->uninit(c);
+        free(c);
+    }
+}
+
+enum gpu_re_backend
+gpu_re_chunker_backend(const struct gpu_re_chunker *c)
+{
+    return c->prov->type;
+}
+
+const char *
+gpu_re_chunker_why(const struct gpu_re_chunker *c)
+{
+    return c->why;
+}
+
+const struct gpu_re_params *
+gpu_re_chunker_params(const struct gpu_re_chunker *c)
+{
+    return &c->cfg.params;
+}
+
+void
+gpu_re_chunker_get_stats(struct gpu_re_chunker *c,
+                         struct gpu_re_chunker_stats *s)
+{
+    s->n_batches = __atomic_load_n(&c->n_batches, __ATOMIC_RELAXED);
+    s->n_packets = __atomic_load_n(&c->n_packets, __ATOMIC_RELAXED);
+    s->n_bytes = __atomic_load_n(&c->n_bytes, __ATOMIC_RELAXED);
+    s->n_fallbacks = __atomic_load_n(&c->n_fallbacks, __ATOMIC_RELAXED);
+}
+
+int
+gpu_re_batch_create(struct gpu_re_chunker *c, size_t max_packets,
+                    size_t max_bytes, bool want_fps,
+                    struct gpu_re_batch **bp)
+{
+    struct gpu_re_batch *b;
+    int error;
+
+    /* Positions in a batch are int32 on the device, with room for a
+     * chunk past the last one. */
+    if (!c || !bp || !max_packets || max_packets > (1u << 24)
+        || max_bytes > (1ull << 30)) {
+        return GPU_ERR_INVALID;
+    }
+    b = calloc(1, sizeof *b);
+    if (!b) {
+        return GPU_ERR_NOMEM;
+    }
+    b->c = c;
+    b->max_packets = max_packets;
+    b->max_bytes = max_bytes;
+    b->max_slots = gpu_re_n_slots(max_bytes, max_packets,
+                                  c->cfg.params.min_chunk);
+    b->want_fps = want_fps;
+    error = c->prov->batch_init(b);
+    if (error) {
+        free(b);
+        return error;
+    }
+    *bp = b;
+    return GPU_OK;
+}
+
+void
+gpu_re_batch_destroy(struct gpu_re_batch *b)
+{
+    if (b) {
+        if (b->busy) {
+            b->c->prov->wait(b);
+        }
+        b->c->prov->batch_uninit(b);
+        free(b);
+    }
+}
+
+static void
+count_batch(struct gpu_re_batch *b)
+{
+    struct gpu_re_chunker *c = b->c;
+
+    __atomic_fetch_add(&c->n_batches, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->n_packets, b->n_packets, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->n_bytes, b->n_bytes, __ATOMIC_RELAXED);
+}
+
+int
+gpu_re_batch_submit(struct gpu_re_batch *b, struct gpu_stream *stream,
+                    const uint8_t *data, const uint32_t *offsets,
+                    size_t n_packets)
+{
+    size_t i;
+    int error;
+
+    if (!b || !offsets || n_packets > b->max_packets
+        || (n_packets && !data)) {
+        return GPU_ERR_INVALID;
+    }
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    b->min_len = UINT32_MAX;
+    b->max_len = 0;
+    for (i = 0; i < n_packets; i++) {
+        uint32_t len = offsets[i + 1] - offsets[i];
+
+        if (offsets[i + 1] < offsets[i] || len > GPU_RE_MAX_PAYLOAD) {
+            return GPU_ERR_INVALID;
+        }
+        b->min_len = len < b->min_len ? len : b->min_len;
+        b->max_len = len > b->max_len ? len : b->max_len;
+    }
+    if (offsets[n_packets] - offsets[0] > b->max_bytes) {
+        return GPU_ERR_INVALID;
+    }
+    b->data = data ? data + offsets[0] : NULL;
+    b->offsets = offsets;
+    b->n_packets = n_packets;
+    b->n_bytes = offsets[n_packets] - offsets[0];
+    if (!n_packets) {
+        return GPU_OK;
+    }
+    error = b->c->prov->submit(b, stream, false);
+    if (!error) {
+        b->busy = true;
+    }
+    return error;
+}
+
+int
+gpu_re_batch_resubmit(struct gpu_re_batch *b, struct gpu_stream *stream)
+{
+    int error;
+
+    if (!b) {
+        return GPU_ERR_INVALID;
+    }
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (!b->n_packets) {
+        return GPU_OK;
+    }
+    error = b->c->prov->submit(b, stream, true);
+    if (!error) {
+        b->busy = true;
+    }
+    return error;
+}
+
+int
+gpu_re_batch_wait(struct gpu_re_batch *b)
+{
+    int error;
+
+    if (!b) {
+        return GPU_ERR_INVALID;
+    }
+    if (!b->busy) {
+        return GPU_OK;
+    }
+    error = b->c->prov->wait(b);
+    b->busy = false;
+    if (!error) {
+        count_batch(b);
+    }
+    return error;
+}
+
+void
+gpu_re_batch_results(const struct gpu_re_batch *b, const uint16_t **ends,
+                     const uint64_t **fps)
+{
+    *ends = b->ends;
+    if (fps) {
+        *fps = b->fps;
+    }
+}
+
+/* ---- MurmurHash3 x64_128 (Austin Appleby, public domain). ---- */
+
+static inline uint64_t
+rotl64(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t
+fmix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline uint64_t
+get64le(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+struct gpu_re_hash
+gpu_re_hash128(const void *data_, size_t len)
+{
+    const uint8_t *data = data_;
+    const uint64_t c1 = 0x87c37b91114253d5ULL;
+    const uint64_t c2 = 0x4cf5ad432745937fULL;
+    size_t nblocks = len / 16, i;
+    uint64_t h1 = 0, h2 = 0, k1, k2;
+    const uint8_t *tail;
+    struct gpu_re_hash h;
+
+    for (i = 0; i < nblocks; i++) {
+        k1 = get64le(data + 16 * i);
+        k2 = get64le(data + 16 * i + 8);
+
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+
+    tail = data + nblocks * 16;
+    k1 = k2 = 0;
+    switch (len & 15) {
+    case 15: k2 ^= (uint64_t) tail[14] << 48; /* fall through */
+    case 14: k2 ^= (uint64_t) tail[13] << 40; /* fall through */
+    case 13: k2 ^= (uint64_t) tail[12] << 32; /* fall through */
+    case 12: k2 ^= (uint64_t) tail[11] << 24; /* fall through */
+    case 11: k2 ^= (uint64_t) tail[10] << 16; /* fall through */
+    case 10: k2 ^= (uint64_t) tail[9] << 8;   /* fall through */
+    case 9:
+        k2 ^= (uint64_t) tail[8];
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        /* fall through */
+    case 8: k1 ^= (uint64_t) tail[7] << 56;   /* fall through */
+    case 7: k1 ^= (uint64_t) tail[6] << 48;   /* fall through */
+    case 6: k1 ^= (uint64_t) tail[5] << 40;   /* fall through */
+    case 5: k1 ^= (uint64_t) tail[4] << 32;   /* fall through */
+    case 4: k1 ^= (uint64_t) tail[3] << 24;   /* fall through */
+    case 3: k1 ^= (uint64_t) tail[2] << 16;   /* fall through */
+    case 2: k1 ^= (uint64_t) tail[1] << 8;    /* fall through */
+    case 1:
+        k1 ^= (uint64_t) tail[0];
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    }
+
+    h1 ^= len;
+    h2 ^= len;
+    h1 += h2;
+    h2 += h1;
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    h.hi = h1;
+    h.lo = h2;
+    return h;
+}

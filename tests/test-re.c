@@ -1,0 +1,1378 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Tests of gpu_services/re/: chunking against a plain bit-serial Rabin
+ * reference written here (not re-inline.h) on random data and on real
+ * files under /usr/share; the CPU and CUDA chunkers against each other;
+ * encode then decode byte-exact over many packets with cache wrap-around
+ * and epochs; loss, reordering and duplication never give wrong bytes;
+ * malformed shims refused; the packet helpers on IPv4/IPv6 TCP/UDP frames
+ * with checksums verified here independently.
+ *
+ * Environment:
+ *   GPU_TEST_SEED     master seed (decimal or 0x hex); else time-based.
+ *                     Always printed; failures print the case's seed.
+ *   GPU_RE_BACKEND    cpu | cuda | all (default: every backend usable
+ *                     here).  "cuda" without a device fails.
+ *   GPU_TEST_FILTER   run only tests whose names match this pattern.
+ */
+#include <config.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "gpu_services/re/gpu-re.h"
+
+static uint64_t master_seed;
+static enum gpu_re_backend backends[2];
+static int n_backends;
+
+/* ---- Random numbers (splitmix64). ---- */
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t
+rng_next(struct rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t
+rng_below(struct rng *r, uint32_t n)
+{
+    return n ? rng_next(r) % n : 0;
+}
+
+static uint64_t
+case_seed(uint64_t a, uint64_t b)
+{
+    struct rng r = { master_seed ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+
+    return rng_next(&r);
+}
+
+static void
+fill_random(struct rng *r, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        p[i] = rng_next(r);
+    }
+}
+
+/* ---- Real data: files under /usr/share. ---- */
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Reads up to 'max' bytes from regular files in 'dir' (sorted by name),
+ * into a malloc'd buffer; '*n' gets the size (0 if none). */
+static uint8_t *
+read_dir_files(const char *dir, size_t max, size_t *n)
+{
+    DIR *d = opendir(dir);
+    char *names[512];
+    size_t nn = 0, i;
+    uint8_t *buf = malloc(max);
+    struct dirent *de;
+
+    *n = 0;
+    if (!d || !buf) {
+        if (d) {
+            closedir(d);
+        }
+        return buf;
+    }
+    while ((de = readdir(d)) && nn < 512) {
+        if (de->d_name[0] != '.') {
+            names[nn++] = strdup(de->d_name);
+        }
+    }
+    closedir(d);
+    qsort(names, nn, sizeof *names, cmp_str);
+    for (i = 0; i < nn; i++) {
+        char path[1024];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        f = fopen(path, "rb");
+        if (f) {
+            *n += fread(buf + *n, 1, max - *n, f);
+            fclose(f);
+        }
+        free(names[i]);
+    }
+    return buf;
+}
+
+/* ---- Independent reference Rabin. ----
+ *
+ * The fingerprint of the window is the window's bytes, most significant
+ * bit first, as a polynomial over GF(2), reduced modulo P one bit at a
+ * time: no tables, no rolling. */
+static uint64_t
+ref_fp(const uint8_t *p, size_t from, size_t to)
+{
+    uint64_t r = 0;
+
+    for (size_t i = from; i < to; i++) {
+        for (int b = 7; b >= 0; b--) {
+            r = (r << 1) | ((p[i] >> b) & 1);
+            if (r >> 63) {
+                r ^= GPU_RE_POLY;
+            }
+        }
+    }
+    return r;
+}
+
+/* Cuts of 'p' by the documented rule, every fingerprint from scratch. */
+static size_t
+ref_chunk(const struct gpu_re_params *pr, const uint8_t *p, size_t len,
+          uint16_t *ends, uint64_t *fps)
+{
+    uint64_t mask = (1ULL << pr->bits) - 1;
+    size_t n = 0, s = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        size_t from = i + 1 > pr->window ? i + 1 - pr->window : 0;
+        uint64_t fp = ref_fp(p, from, i + 1);
+        size_t c = i - s + 1;
+
+        if ((c >= pr->min_chunk && !(fp & mask)) || c >= pr->max_chunk
+            || i == len - 1) {
+            ends[n] = i + 1;
+            fps[n] = fp;
+            n++;
+            s = i + 1;
+        }
+    }
+    return n;
+}
+
+static void
+check_against_ref(const struct gpu_re_params *pr, const uint8_t *p,
+                  size_t len, const char *what)
+{
+    uint16_t *e1 = malloc((len + 1) * 2), *e2 = malloc((len + 1) * 2);
+    uint64_t *f1 = malloc((len + 1) * 8), *f2 = malloc((len + 1) * 8);
+    size_t n1 = ref_chunk(pr, p, len, e1, f1);
+    size_t n2 = gpu_re_chunk_cpu(pr, p, len, e2, f2, len + 1);
+
+    if (n1 != n2) {
+        fail_msg("%s: w %u bits %u min %u max %u: %zu chunks, ref %zu",
+                 what, pr->window, pr->bits, pr->min_chunk, pr->max_chunk,
+                 n2, n1);
+    }
+    for (size_t i = 0; i < n1; i++) {
+        if (e1[i] != e2[i] || f1[i] != f2[i]) {
+            fail_msg("%s: w %u bits %u min %u max %u: chunk %zu ends %u fp "
+                     "%016" PRIx64 ", ref ends %u fp %016" PRIx64, what,
+                     pr->window, pr->bits, pr->min_chunk, pr->max_chunk, i,
+                     e2[i], f2[i], e1[i], f1[i]);
+        }
+    }
+    free(e1);
+    free(e2);
+    free(f1);
+    free(f2);
+}
+
+static void
+test_params(void **state)
+{
+    struct gpu_re_chunker_config cfg;
+    struct gpu_re_chunker *c;
+    char err[128];
+
+    gpu_re_chunker_config_init(&cfg);
+    assert_int_equal(cfg.params.window, 32);
+    assert_int_equal(cfg.params.bits, 8);
+    assert_int_equal(gpu_re_params_check(&cfg.params, err, sizeof err), 0);
+    cfg.params.window = 65;
+    assert_int_equal(gpu_re_params_check(&cfg.params, err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_ERR_INVALID);
+    cfg.params.window = 32;
+    cfg.params.min_chunk = 4096;
+    assert_int_equal(gpu_re_params_check(&cfg.params, NULL, 0),
+                     GPU_ERR_INVALID);
+    cfg.params.min_chunk = 32;
+    cfg.params.bits = 0;
+    assert_int_equal(gpu_re_params_check(&cfg.params, NULL, 0),
+                     GPU_ERR_INVALID);
+    cfg.params.bits = 8;
+
+    assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_OK);
+    print_message("  auto backend: %s (%s)\n",
+                  gpu_re_backend_name(gpu_re_chunker_backend(c)),
+                  gpu_re_chunker_why(c));
+    assert_true(gpu_re_chunker_why(c)[0]);
+    gpu_re_chunker_destroy(c);
+    if (!gpu_re_cuda_available()) {
+        cfg.backend = GPU_RE_BACKEND_CUDA;
+        assert_int_equal(gpu_re_chunker_create(&cfg, &c),
+                         GPU_ERR_NO_DEVICE);
+    }
+
+    /* Options as an action gives them. */
+    struct gpu_re_config rc;
+    gpu_re_config_init(&rc);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "64M", err, sizeof err),
+                     GPU_OK);
+    assert_true(rc.cache_size == 64ULL << 20);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "512k", err,
+                                       sizeof err), GPU_OK);
+    assert_true(rc.cache_size == 512 * 1024);
+    assert_int_equal(gpu_re_config_set(&rc, "window", "48", err, sizeof err),
+                     GPU_OK);
+    assert_int_equal(rc.params.window, 48);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "2G", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "cache", "64Q", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "bits", "-1", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "epoch", "70000", err,
+                                       sizeof err), GPU_ERR_INVALID);
+    assert_int_equal(gpu_re_config_set(&rc, "colour", "1", err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_true(rc.cache_size == 512 * 1024);
+    assert_int_equal(gpu_re_config_check(&rc, err, sizeof err), GPU_OK);
+    assert_int_equal(gpu_re_config_set(&rc, "min_chunk", "4000", err,
+                                       sizeof err), GPU_OK);
+    assert_int_equal(gpu_re_config_check(&rc, err, sizeof err),
+                     GPU_ERR_INVALID);
+    print_message("  refused as it should: %s\n", err);
+
+    /* The reference on hand-checkable cases: one byte is its own value;
+     * x^63 reduces to P without its top bit. */
+    uint8_t one[9] = { 0x80, 0, 0, 0, 0, 0, 0, 0, 0 };
+    uint8_t b = 0xab;
+    assert_true(ref_fp(&b, 0, 1) == 0xab);
+    /* 0x80 followed by 7 zero bytes is x^63. */
+    assert_true(ref_fp(one, 0, 8) == (GPU_RE_POLY ^ (1ULL << 63)));
+}
+
+static const struct gpu_re_params ref_params[] = {
+    { 32, 8, 32, 2048 },
+    { 32, 8, 1, 1 },            /* Every byte a chunk: every fp checked. */
+    { 48, 6, 16, 512 },
+    { 17, 4, 8, 100 },
+    { 64, 8, 64, 65535 },
+    { 4, 2, 1, 64 },
+    { 16, 12, 1, 65535 },
+};
+
+static void
+test_reference_random(void **state)
+{
+    uint64_t seed = case_seed(1, 0);
+    struct rng r = { seed };
+    uint8_t *p = malloc(65536);
+
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+    for (size_t k = 0; k < sizeof ref_params / sizeof ref_params[0]; k++) {
+        for (int t = 0; t < 6; t++) {
+            size_t len = t == 0 ? 0 : t == 1 ? 1 : 1 + rng_below(&r, 9000);
+
+            fill_random(&r, p, len);
+            if (t == 5) {
+                /* Long runs: zero windows cut at every allowed byte. */
+                memset(p + len / 4, 0, len / 2);
+            }
+            check_against_ref(&ref_params[k], p, len, "random");
+        }
+    }
+    free(p);
+}
+
+static void
+test_reference_real(void **state)
+{
+    size_t n;
+    uint8_t *p = read_dir_files("/usr/share/common-licenses", 256 * 1024,
+                                &n);
+
+    if (n < 4096) {
+        free(p);
+        print_message("  SKIP: no files in /usr/share/common-licenses\n");
+        skip();
+    }
+    print_message("  %zu bytes of /usr/share/common-licenses\n", n);
+    for (size_t k = 0; k < sizeof ref_params / sizeof ref_params[0]; k++) {
+        /* Text in payload-sized pieces, and one long stretch. */
+        size_t lim = k == 1 ? 16384 : n;
+
+        for (size_t o = 0; o + 1460 <= lim; o += 1460 * 7) {
+            check_against_ref(&ref_params[k], p + o, 1460, "licenses");
+        }
+        check_against_ref(&ref_params[k], p, lim < 65535 ? lim : 65535,
+                          "licenses (long)");
+    }
+    free(p);
+}
+
+/* ---- Chunkers: every backend against the CPU single-payload path. ---- */
+
+static void
+check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
+              bool sort, const uint8_t *data, const uint32_t *offsets,
+              size_t n, uint64_t seed)
+{
+    struct gpu_re_chunker_config cfg;
+    struct gpu_re_chunker *c;
+    struct gpu_re_batch *b;
+    const uint16_t *ends;
+    const uint64_t *fps;
+    size_t nb = offsets[n] - offsets[0];
+    uint16_t *e = malloc(65536 * 2);
+    uint64_t *f = malloc(65536 * 8);
+
+    gpu_re_chunker_config_init(&cfg);
+    cfg.params = *pr;
+    cfg.backend = be;
+    cfg.sort = sort;
+    assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_OK);
+    assert_int_equal(gpu_re_batch_create(c, n, nb, true, &b), GPU_OK);
+    for (int again = 0; again < 2; again++) {
+        if (!again) {
+            assert_int_equal(gpu_re_batch_submit(b, NULL, data, offsets, n),
+                             GPU_OK);
+        } else {
+            assert_int_equal(gpu_re_batch_resubmit(b, NULL), GPU_OK);
+        }
+        assert_int_equal(gpu_re_batch_wait(b), GPU_OK);
+    }
+    gpu_re_batch_results(b, &ends, &fps);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = offsets[i + 1] - offsets[i];
+        size_t k = gpu_re_chunk_cpu(pr, data + offsets[i], len, e, f, 65536);
+        size_t slot = gpu_re_slot_base(offsets, i, pr->min_chunk);
+
+        for (size_t j = 0; j < k; j++) {
+            if (ends[slot + j] != e[j] || fps[slot + j] != f[j]) {
+                fail_msg("seed 0x%016" PRIx64 " backend %s w %u sort %d: "
+                         "packet %zu (len %zu) chunk %zu: end %u fp %016"
+                         PRIx64 ", CPU %u %016" PRIx64, seed,
+                         gpu_re_backend_name(be), pr->window, sort, i, len,
+                         j, ends[slot + j], fps[slot + j], e[j], f[j]);
+            }
+        }
+    }
+    struct gpu_re_chunker_stats st;
+    gpu_re_chunker_get_stats(c, &st);
+    assert_int_equal(st.n_fallbacks, 0);
+    gpu_re_batch_destroy(b);
+    gpu_re_chunker_destroy(c);
+    free(e);
+    free(f);
+}
+
+static void
+test_backends_identical(void **state)
+{
+    static const struct gpu_re_params ps[] = {
+        { 32, 8, 32, 2048 }, { 16, 8, 16, 1024 }, { 48, 6, 1, 300 },
+        { 64, 8, 64, 4096 }, { 20, 5, 8, 200 }, { 32, 8, 1, 1 },
+    };
+    size_t lic_n;
+    uint8_t *lic = read_dir_files("/usr/share/common-licenses", 1 << 20,
+                                  &lic_n);
+
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        uint64_t seed = case_seed(2, k);
+        struct rng r = { seed };
+        size_t n = 3000, total = 0;
+        uint32_t *offsets = gpu_host_alloc((n + 1) * sizeof *offsets);
+        uint8_t *data;
+
+        /* Sizes 0..1500 with some jumbo payloads, an odd first offset
+         * (packets start anywhere), and a few empty ones. */
+        offsets[0] = rng_below(&r, 16);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t len = rng_below(&r, 50) ? rng_below(&r, 1501)
+                                             : rng_below(&r, 9001);
+
+            offsets[i + 1] = offsets[i] + len;
+        }
+        total = offsets[n];
+        data = gpu_host_alloc(total + 1);
+        for (size_t i = 0; i < n; i++) {
+            size_t len = offsets[i + 1] - offsets[i];
+            uint8_t *p = data + offsets[i];
+            uint32_t kind = rng_below(&r, 4);
+
+            if (kind == 0 && lic_n > len) {
+                memcpy(p, lic + rng_below(&r, lic_n - len), len);
+            } else if (kind == 1) {
+                memset(p, 0, len);
+            } else {
+                fill_random(&r, p, len);
+            }
+        }
+        print_message("  seed 0x%016" PRIx64 ": w %u bits %u min %u max %u,"
+                      " %zu packets, %zu bytes\n", seed, ps[k].window,
+                      ps[k].bits, ps[k].min_chunk, ps[k].max_chunk, n,
+                      total - offsets[0]);
+        for (int bi = 0; bi < n_backends; bi++) {
+            for (int sort = 0; sort < 2; sort++) {
+                check_chunker(backends[bi], &ps[k], sort, data, offsets, n,
+                              seed);
+            }
+        }
+        gpu_host_free(data);
+        gpu_host_free(offsets);
+    }
+    free(lic);
+}
+
+/* ---- Traffic with repeated content. ---- */
+
+/* A stream of payloads: documents (real text or random bytes) sent
+ * several times with small edits, cut into payloads of random sizes. */
+struct trace {
+    uint8_t *data;
+    uint32_t *offsets;
+    size_t n, cap_n, cap_bytes;
+};
+
+static void
+trace_add(struct trace *t, const uint8_t *p, size_t len)
+{
+    if (t->n + 1 >= t->cap_n) {
+        t->cap_n = t->cap_n ? 2 * t->cap_n : 1024;
+        t->offsets = realloc(t->offsets, t->cap_n * sizeof *t->offsets);
+    }
+    if (!t->n) {
+        t->offsets[0] = 0;
+    }
+    if (t->offsets[t->n] + len > t->cap_bytes) {
+        t->cap_bytes = 2 * (t->offsets[t->n] + len);
+        t->data = realloc(t->data, t->cap_bytes);
+    }
+    memcpy(t->data + t->offsets[t->n], p, len);
+    t->offsets[t->n + 1] = t->offsets[t->n] + len;
+    t->n++;
+}
+
+static void
+make_trace(struct trace *t, struct rng *r, size_t n_docs, size_t max_pay)
+{
+    size_t lic_n;
+    uint8_t *lic = read_dir_files("/usr/share/common-licenses", 1 << 20,
+                                  &lic_n);
+    uint8_t *doc = malloc(70000);
+
+    memset(t, 0, sizeof *t);
+    for (size_t d = 0; d < n_docs; d++) {
+        size_t len = 2000 + rng_below(r, 60000);
+        int sends = 1 + rng_below(r, 4);
+
+        if (lic_n > len && rng_below(r, 3)) {
+            memcpy(doc, lic + rng_below(r, lic_n - len), len);
+        } else {
+            fill_random(r, doc, len);
+        }
+        for (int s = 0; s < sends; s++) {
+            size_t o = 0;
+
+            /* A few edits between sends. */
+            for (int e = rng_below(r, 4); e > 0; e--) {
+                doc[rng_below(r, len)] = rng_next(r);
+            }
+            while (o < len) {
+                size_t pl = 1 + rng_below(r, max_pay);
+
+                if (pl > len - o) {
+                    pl = len - o;
+                }
+                trace_add(t, doc + o, pl);
+                o += pl;
+            }
+        }
+    }
+    free(doc);
+    free(lic);
+}
+
+static void
+trace_free(struct trace *t)
+{
+    free(t->data);
+    free(t->offsets);
+}
+
+static void
+test_roundtrip(void **state)
+{
+    for (int k = 0; k < 4; k++) {
+        uint64_t seed = case_seed(3, k);
+        struct rng r = { seed };
+        struct gpu_re_config cfg;
+        struct gpu_re_encoder *e;
+        struct gpu_re_decoder *d;
+        struct gpu_re_stats es, ds;
+        struct trace t;
+        uint8_t *shim = malloc(70000), *out = malloc(65536);
+
+        gpu_re_config_init(&cfg);
+        cfg.cache_size = k == 0 ? 64 * 1024 : k == 1 ? 512 * 1024 : 200000;
+        cfg.resync_packets = k == 2 ? 300 : 0;
+        if (k == 3) {
+            cfg.params.window = 48;
+            cfg.params.bits = 6;
+            cfg.params.min_chunk = 16;
+        }
+        make_trace(&t, &r, 40, 1460);
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+        assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+        for (size_t i = 0; i < t.n; i++) {
+            const uint8_t *p = t.data + t.offsets[i];
+            size_t len = t.offsets[i + 1] - t.offsets[i], sl, ol;
+            int res = gpu_re_encode(e, p, len, NULL, 0, shim, 70000, &sl);
+
+            if (res == GPU_RE_SHIM) {
+                assert_true(sl < len || i == 0 || k == 2);
+                res = gpu_re_decode(d, shim, sl, out, 65536, &ol);
+                if (res != GPU_RE_DECODED || ol != len
+                    || memcmp(out, p, len)) {
+                    fail_msg("seed 0x%016" PRIx64 " packet %zu: decode %d, "
+                             "%zu bytes of %zu", seed, i, res, ol, len);
+                }
+            } else {
+                assert_int_equal(res, GPU_RE_RAW);
+                assert_int_equal(sl, len);
+                gpu_re_decoder_observe(d, p, len);
+            }
+        }
+        gpu_re_encoder_get_stats(e, &es);
+        gpu_re_decoder_get_stats(d, &ds);
+        print_message("  seed 0x%016" PRIx64 ": cache %" PRIu64 ", %zu "
+                      "payloads, %" PRIu64 " -> %" PRIu64 " bytes, %"
+                      PRIu64 " hits, %" PRIu64 " epochs\n", seed,
+                      cfg.cache_size, t.n, es.bytes_in, es.bytes_out,
+                      es.hits, es.epochs);
+        assert_int_equal(ds.undecodable, 0);
+        assert_true(es.hits > 0);
+        assert_int_equal(es.hits, ds.hits);
+        assert_true(es.bytes_out < es.bytes_in);
+        /* The cache wrapped many times. */
+        assert_true(es.bytes_in > 4 * cfg.cache_size);
+        assert_int_equal(es.cache_fill, ds.cache_fill);
+        trace_free(&t);
+        gpu_re_encoder_destroy(e);
+        gpu_re_decoder_destroy(d);
+        free(shim);
+        free(out);
+    }
+}
+
+/* Loss, reordering and duplication between encoder and decoder: every
+ * delivered payload is exactly one the encoder sent, decoding recovers
+ * after each new epoch. */
+static void
+test_loss_reorder(void **state)
+{
+    for (int k = 0; k < 3; k++) {
+        uint64_t seed = case_seed(4, k);
+        struct rng r = { seed };
+        struct gpu_re_config cfg;
+        struct gpu_re_encoder *e;
+        struct gpu_re_decoder *d;
+        struct gpu_re_stats ds;
+        struct trace t;
+        struct msg {
+            uint8_t *bytes;
+            size_t len;
+            size_t idx;
+            bool shim;
+        } *q;
+        size_t nq = 0, decoded = 0, late_ok = 0;
+        uint8_t *out = malloc(65536);
+
+        gpu_re_config_init(&cfg);
+        cfg.cache_size = 256 * 1024;
+        cfg.resync_packets = k == 0 ? 100 : 0;
+        make_trace(&t, &r, 40, 1460);
+        q = calloc(t.n * 2, sizeof *q);
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+        assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+        for (size_t i = 0; i < t.n; i++) {
+            const uint8_t *p = t.data + t.offsets[i];
+            size_t len = t.offsets[i + 1] - t.offsets[i], sl;
+            uint8_t *buf = malloc(70000);
+            int res = gpu_re_encode(e, p, len, NULL, 0, buf, 70000, &sl);
+
+            if (res == GPU_RE_RAW) {
+                memcpy(buf, p, len);
+            }
+            q[nq++] = (struct msg) { buf, sl, i, res == GPU_RE_SHIM };
+            /* Sometimes duplicate. */
+            if (rng_below(&r, 100) < 1) {
+                uint8_t *dup = malloc(sl);
+                memcpy(dup, buf, sl);
+                q[nq++] = (struct msg) { dup, sl, i, res == GPU_RE_SHIM };
+            }
+        }
+        /* Loss and local reordering on the link. */
+        for (size_t i = 0; i + 1 < nq; i++) {
+            if (rng_below(&r, 100) < 2) {
+                struct msg m = q[i];
+                size_t j = i + 1 + rng_below(&r, 5);
+
+                if (j >= nq) {
+                    j = nq - 1;
+                }
+                q[i] = q[j];
+                q[j] = m;
+            }
+        }
+        for (size_t i = 0; i < nq; i++) {
+            const uint8_t *p = t.data + t.offsets[q[i].idx];
+            size_t len = t.offsets[q[i].idx + 1] - t.offsets[q[i].idx], ol;
+
+            if (rng_below(&r, 100) < 1) {
+                continue;       /* Lost. */
+            }
+            if (!q[i].shim) {
+                gpu_re_decoder_observe(d, q[i].bytes, q[i].len);
+                continue;
+            }
+            int res = gpu_re_decode(d, q[i].bytes, q[i].len, out, 65536, &ol);
+            if (res == GPU_RE_DECODED) {
+                if (ol != len || memcmp(out, p, len)) {
+                    fail_msg("seed 0x%016" PRIx64 ": message %zu (payload "
+                             "%zu) decoded to wrong bytes", seed, i,
+                             q[i].idx);
+                }
+                decoded++;
+                late_ok += i > nq / 2;
+            } else {
+                assert_int_equal(res, GPU_RE_UNDECODABLE);
+            }
+        }
+        gpu_re_decoder_get_stats(d, &ds);
+        print_message("  seed 0x%016" PRIx64 ": %zu messages, %zu decoded, "
+                      "%" PRIu64 " undecodable, %" PRIu64 " epochs seen\n",
+                      seed, nq, decoded, ds.undecodable, ds.epochs);
+        assert_true(ds.undecodable > 0);
+        /* Resync works: shims decode in the second half too. */
+        assert_true(late_ok > 0);
+        for (size_t i = 0; i < nq; i++) {
+            free(q[i].bytes);
+        }
+        free(q);
+        trace_free(&t);
+        gpu_re_encoder_destroy(e);
+        gpu_re_decoder_destroy(d);
+        free(out);
+    }
+}
+
+/* ---- Malformed shims. ---- */
+
+/* A decoder that has decoded 'first' (a START shim). */
+static struct gpu_re_decoder *
+primed_decoder(const struct gpu_re_config *cfg, const uint8_t *first,
+               size_t len)
+{
+    struct gpu_re_decoder *d;
+    uint8_t out[65536];
+    size_t ol;
+
+    assert_int_equal(gpu_re_decoder_create(cfg, &d), GPU_OK);
+    assert_int_equal(gpu_re_decode(d, first, len, out, sizeof out, &ol),
+                     GPU_RE_DECODED);
+    return d;
+}
+
+static void
+put_hdr(uint8_t *p, uint8_t flags, uint16_t epoch, uint16_t olen,
+        uint32_t pos, uint32_t check)
+{
+    p[0] = GPU_RE_SHIM_VERSION;
+    p[1] = p[2] = 0;
+    p[3] = flags;
+    p[4] = epoch >> 8; p[5] = epoch;
+    p[6] = olen >> 8; p[7] = olen;
+    p[8] = pos >> 24; p[9] = pos >> 16; p[10] = pos >> 8; p[11] = pos;
+    p[12] = check >> 24; p[13] = check >> 16; p[14] = check >> 8;
+    p[15] = check;
+}
+
+static void
+test_malformed(void **state)
+{
+    uint64_t seed = case_seed(5, 0);
+    struct rng r = { seed };
+    struct gpu_re_config cfg;
+    struct gpu_re_encoder *e;
+    static uint8_t p1[1400], p2[1400], s1[2000], s2[2000], m[2100];
+    static uint8_t out[65536];
+    size_t l1, l2, ol;
+
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+    gpu_re_config_init(&cfg);
+    cfg.epoch = 7;
+    fill_random(&r, p1, sizeof p1);
+    /* p2 is p1 with one byte changed: a shim with references. */
+    memcpy(p2, p1, sizeof p1);
+    p2[1300] ^= 0x55;
+    assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+    assert_int_equal(gpu_re_encode(e, p1, sizeof p1, NULL, 0, s1, sizeof s1,
+                                   &l1), GPU_RE_SHIM);
+    assert_true(s1[3] & GPU_RE_SHIM_F_START);
+    assert_int_equal(gpu_re_encode(e, p2, sizeof p2, NULL, 0, s2, sizeof s2,
+                                   &l2), GPU_RE_SHIM);
+    assert_true(l2 < 300);
+    gpu_re_encoder_destroy(e);
+
+    /* Cuts from outside must tile the payload. */
+    {
+        uint16_t bad1[] = { 100, 50, 1400 }, bad2[] = { 100, 1300 };
+        struct gpu_re_encoder *e3;
+
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e3), GPU_OK);
+        assert_int_equal(gpu_re_encode(e3, p1, sizeof p1, bad1, 3, s1,
+                                       sizeof s1, &l1), GPU_ERR_INVALID);
+        assert_int_equal(gpu_re_encode(e3, p1, sizeof p1, bad2, 2, s1,
+                                       sizeof s1, &l1), GPU_ERR_INVALID);
+        gpu_re_encoder_destroy(e3);
+    }
+
+    /* The unmodified pair decodes. */
+    struct gpu_re_decoder *d = primed_decoder(&cfg, s1, l1);
+    assert_int_equal(gpu_re_decode(d, s2, l2, out, sizeof out, &ol),
+                     GPU_RE_DECODED);
+    assert_memory_equal(out, p2, sizeof p2);
+    gpu_re_decoder_destroy(d);
+
+    /* Without the first one, the second cannot be decoded. */
+    assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+    assert_int_equal(gpu_re_decode(d, s2, l2, out, sizeof out, &ol),
+                     GPU_RE_UNDECODABLE);
+    gpu_re_decoder_destroy(d);
+
+    /* Hand-made bodies after the primed p1 (pos 1400, epoch 7). */
+    struct {
+        const char *what;
+        uint8_t body[16];
+        size_t blen;
+        uint16_t olen;
+        bool malformed;
+    } cases[] = {
+        { "unknown tag", { 2, 1, 0 }, 3, 1, true },
+        { "empty literal", { 0, 0 }, 2, 0, true },
+        { "literal past body", { 0, 5, 1, 2 }, 4, 5, true },
+        { "literal past orig_len", { 0, 3, 1, 2, 3 }, 5, 2, true },
+        { "overlong varint", { 0, 0x81, 0x00, 9 }, 4, 1, true },
+        { "varint too long", { 1, 0xff, 0xff, 0xff, 0xff, 0x7f, 1 }, 7, 1,
+          true },
+        { "ref dist 0", { 1, 0, 1 }, 3, 1, true },
+        { "ref n > dist", { 1, 2, 3 }, 3, 3, true },
+        { "ref n 0", { 1, 5, 0 }, 3, 0, true },
+        { "ref beyond cache", { 1, 0x80, 0x20, 4 }, 4, 4, false },
+        { "truncated ref", { 1, 5 }, 2, 5, true },
+        { "short of orig_len", { 1, 100, 10 }, 3, 11, true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gpu_re_stats st;
+
+        d = primed_decoder(&cfg, s1, l1);
+        put_hdr(m, 0, 7, cases[i].olen, 1400, 0);
+        memcpy(m + 16, cases[i].body, cases[i].blen);
+        if (gpu_re_decode(d, m, 16 + cases[i].blen, out, sizeof out, &ol)
+            != GPU_RE_UNDECODABLE) {
+            fail_msg("%s: accepted", cases[i].what);
+        }
+        gpu_re_decoder_get_stats(d, &st);
+        if (st.malformed != cases[i].malformed) {
+            fail_msg("%s: malformed count %" PRIu64, cases[i].what,
+                     st.malformed);
+        }
+        gpu_re_decoder_destroy(d);
+    }
+
+    /* Header faults on the real second shim. */
+    for (int f = 0; f < 7; f++) {
+        d = primed_decoder(&cfg, s1, l1);
+        memcpy(m, s2, l2);
+        size_t ml = l2;
+        switch (f) {
+        case 0: m[0] = 2; break;                /* Version. */
+        case 1: m[3] = 0x80; break;             /* Unknown flag. */
+        case 2: m[5] ^= 1; break;               /* Epoch. */
+        case 3: m[11] ^= 1; break;              /* Position. */
+        case 4: m[15] ^= 1; break;              /* Check. */
+        case 5: ml = 15; break;                 /* Truncated header. */
+        case 6: m[1] = 6; break;                /* Packet shim here. */
+        }
+        if (gpu_re_decode(d, m, ml, out, sizeof out, &ol)
+            != GPU_RE_UNDECODABLE) {
+            fail_msg("header fault %d accepted", f);
+        }
+        /* The good shim after it: right, or refused. */
+        int res = gpu_re_decode(d, s2, l2, out, sizeof out, &ol);
+        if (res == GPU_RE_DECODED) {
+            assert_int_equal(ol, sizeof p2);
+            assert_memory_equal(out, p2, ol);
+        } else {
+            assert_int_equal(res, GPU_RE_UNDECODABLE);
+        }
+        gpu_re_decoder_destroy(d);
+    }
+
+    /* Random corruption: refused, or (if it changes nothing that
+     * matters) exactly p2. */
+    int refused = 0;
+    for (int t = 0; t < 2000; t++) {
+        d = primed_decoder(&cfg, s1, l1);
+        memcpy(m, s2, l2);
+        size_t ml = l2;
+        for (int k = 1 + rng_below(&r, 3); k > 0; k--) {
+            m[rng_below(&r, l2)] ^= 1 + rng_below(&r, 255);
+        }
+        if (rng_below(&r, 4) == 0) {
+            ml = rng_below(&r, l2 + 1);
+        }
+        int res = gpu_re_decode(d, m, ml, out, sizeof out, &ol);
+        if (res == GPU_RE_DECODED) {
+            if (ol != sizeof p2 || memcmp(out, p2, ol)) {
+                fail_msg("seed 0x%016" PRIx64 ": corrupted shim %d decoded "
+                         "to wrong bytes", seed, t);
+            }
+        } else {
+            refused++;
+        }
+        gpu_re_decoder_destroy(d);
+    }
+    assert_true(refused > 1900);
+}
+
+/* ---- Packets. ---- */
+
+static uint32_t
+sum16(const uint8_t *p, size_t n, uint32_t sum)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        sum += (uint32_t) p[i] << 8 | p[i + 1];
+    }
+    if (n & 1) {
+        sum += (uint32_t) p[n - 1] << 8;
+    }
+    return sum;
+}
+
+static uint16_t
+fold(uint32_t sum)
+{
+    while (sum >> 16) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return sum;
+}
+
+/* Independent checksums: the IPv4 header's, and the L4 one with its
+ * pseudo-header.  Each returns true if the stored value is valid. */
+static bool
+ipv4_hdr_ok(const uint8_t *ip)
+{
+    return fold(sum16(ip, (ip[0] & 15) * 4, 0)) == 0xffff;
+}
+
+static uint32_t
+pseudo_sum(const uint8_t *ip, bool v6, uint8_t proto, size_t l4len)
+{
+    uint32_t s = 0;
+
+    if (v6) {
+        s = sum16(ip + 8, 32, 0);
+    } else {
+        s = sum16(ip + 12, 8, 0);
+    }
+    return s + proto + (uint32_t) (l4len >> 16) + (uint32_t) (l4len & 0xffff);
+}
+
+static bool
+l4_ok(const uint8_t *ip, bool v6, uint8_t proto, const uint8_t *l4,
+      size_t l4len)
+{
+    return fold(sum16(l4, l4len, pseudo_sum(ip, v6, proto, l4len)))
+           == 0xffff;
+}
+
+struct frame {
+    uint8_t buf[2048];
+    size_t len;
+};
+
+/* Builds a valid frame with 'pay' as payload: IPv4 or IPv6, TCP (with
+ * 'opt' option bytes) or UDP, maybe a VLAN tag.  Returns the L3 offset. */
+static size_t
+build_frame(struct frame *f, struct rng *r, bool v6, bool tcp, bool vlan,
+            const uint8_t *pay, size_t plen)
+{
+    uint8_t *b = f->buf;
+    size_t l3, l4, hl = tcp ? 20 + 4 * rng_below(r, 3) : 8, iphl;
+    uint8_t proto = tcp ? 6 : 17;
+
+    fill_random(r, b, 12);
+    l3 = 14;
+    if (vlan) {
+        b[12] = 0x81; b[13] = 0x00;
+        b[14] = 0; b[15] = 5;
+        l3 = 18;
+    }
+    b[l3 - 2] = v6 ? 0x86 : 0x08;
+    b[l3 - 1] = v6 ? 0xdd : 0x00;
+    uint8_t *ip = b + l3;
+    iphl = v6 ? 40 : 20;
+    l4 = l3 + iphl;
+    size_t l4len = hl + plen;
+    if (v6) {
+        fill_random(r, ip, 40);
+        ip[0] = 0x60;
+        ip[4] = l4len >> 8; ip[5] = l4len;
+        ip[6] = proto;
+    } else {
+        fill_random(r, ip, 20);
+        ip[0] = 0x45;
+        ip[2] = (20 + l4len) >> 8; ip[3] = 20 + l4len;
+        ip[6] = 0x40; ip[7] = 0;     /* DF, not a fragment. */
+        ip[9] = proto;
+        ip[10] = ip[11] = 0;
+        uint16_t c = ~fold(sum16(ip, 20, 0));
+        ip[10] = c >> 8; ip[11] = c;
+    }
+    uint8_t *t = b + l4;
+    fill_random(r, t, hl);
+    if (tcp) {
+        t[12] = (hl / 4) << 4;
+        t[16] = t[17] = 0;
+    } else {
+        t[4] = l4len >> 8; t[5] = l4len;
+        t[6] = t[7] = 0;
+    }
+    memcpy(t + hl, pay, plen);
+    uint16_t c = ~fold(sum16(t, l4len, pseudo_sum(ip, v6, proto, l4len)));
+    t[tcp ? 16 : 6] = c >> 8;
+    t[tcp ? 17 : 7] = c;
+    f->len = l4 + l4len;
+    return l3;
+}
+
+static void
+test_packets(void **state)
+{
+    uint64_t seed = case_seed(6, 0);
+    struct rng r = { seed };
+    struct gpu_re_config cfg;
+    struct gpu_re_encoder *e, *eb[2];
+    struct gpu_re_chunker *ch[2];
+    struct gpu_re_decoder *d;
+    struct trace t;
+    size_t n_shim = 0, n_raw = 0, n_pass = 0, bytes_in = 0, bytes_out = 0;
+
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+    gpu_re_config_init(&cfg);
+    cfg.cache_size = 512 * 1024;
+    cfg.epoch = 1234;
+    make_trace(&t, &r, 30, 1400);
+    assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+    assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+    /* Batch encoders on each backend must produce the same frames. */
+    for (int b = 0; b < n_backends; b++) {
+        struct gpu_re_chunker_config cc;
+
+        gpu_re_chunker_config_init(&cc);
+        cc.backend = backends[b];
+        assert_int_equal(gpu_re_chunker_create(&cc, &ch[b]), GPU_OK);
+        assert_int_equal(gpu_re_encoder_create(&cfg, ch[b], &eb[b]),
+                         GPU_OK);
+    }
+
+    const size_t B = 32;
+    struct frame *orig = malloc(B * sizeof *orig);
+    struct frame *enc = malloc(B * sizeof *enc);
+    struct frame *benc = malloc(B * sizeof *benc);
+    for (size_t i0 = 0; i0 < t.n; i0 += B) {
+        size_t nb = t.n - i0 < B ? t.n - i0 : B;
+        uint8_t *frames[32];
+        size_t lens[32], caps[32];
+        int results[32];
+        bool v6s[32];
+
+        for (size_t j = 0; j < nb; j++) {
+            size_t i = i0 + j;
+            const uint8_t *p = t.data + t.offsets[i];
+            size_t plen = t.offsets[i + 1] - t.offsets[i];
+            bool v6 = rng_below(&r, 2), tcp = rng_below(&r, 2);
+            uint32_t odd = rng_below(&r, 20);
+
+            v6s[j] = v6;
+            size_t l3 = build_frame(&orig[j], &r, v6, tcp, rng_below(&r, 4)
+                                    == 0, p, plen);
+            if (odd == 0) {
+                /* Not ours: ARP-like, a fragment, ICMP, padding, or a
+                 * bad IPv4 checksum.  All pass untouched. */
+                uint8_t *ip = orig[j].buf + l3;
+                switch (rng_below(&r, 5)) {
+                case 0: orig[j].buf[l3 - 2] = 0x08;
+                        orig[j].buf[l3 - 1] = 0x06; break;
+                case 1: if (!v6) { ip[6] = 0x20; } else { ip[6] = 44; }
+                        break;
+                case 2: ip[v6 ? 6 : 9] = 1; break;
+                case 3: orig[j].len += 4; break;
+                case 4: if (!v6) { ip[10] ^= 0x40; } else { ip[6] = 0; }
+                        break;
+                }
+            }
+            enc[j] = orig[j];
+            caps[j] = sizeof enc[j].buf;
+        }
+        for (int b = 0; b < n_backends; b++) {
+            for (size_t j = 0; j < nb; j++) {
+                benc[j] = orig[j];
+                frames[j] = benc[j].buf;
+                lens[j] = benc[j].len;
+            }
+            assert_int_equal(gpu_re_encode_packets(eb[b], frames, lens, caps,
+                                                   nb, results), GPU_OK);
+            for (size_t j = 0; j < nb; j++) {
+                benc[j].len = lens[j];
+            }
+            if (b == 0) {
+                for (size_t j = 0; j < nb; j++) {
+                    int res = gpu_re_encode_packet(e, enc[j].buf, &enc[j].len,
+                                                   sizeof enc[j].buf);
+                    assert_int_equal(res, results[j]);
+                }
+            }
+            for (size_t j = 0; j < nb; j++) {
+                if (benc[j].len != enc[j].len
+                    || memcmp(benc[j].buf, enc[j].buf, enc[j].len)) {
+                    fail_msg("seed 0x%016" PRIx64 ": batch encode on %s "
+                             "differs at packet %zu", seed,
+                             gpu_re_backend_name(backends[b]), i0 + j);
+                }
+            }
+        }
+        /* Every other burst through the decoder's burst call. */
+        int dres_burst[32];
+        bool burst = (i0 / B) & 1;
+        if (burst) {
+            for (size_t j = 0; j < nb; j++) {
+                frames[j] = enc[j].buf;
+                lens[j] = enc[j].len;
+            }
+            assert_int_equal(gpu_re_decode_packets(d, frames, lens, caps, nb,
+                                                   dres_burst), GPU_OK);
+        }
+        for (size_t j = 0; j < nb; j++) {
+            struct frame *x = &enc[j];
+            /* The encoded frame as it went on the link (identical in
+             * benc[], which a burst decode has not touched). */
+            struct frame *y = burst ? &benc[j] : x;
+            size_t l3 = x->buf[12] == 0x81 ? 18 : 14;
+            uint8_t *ip = x->buf + l3, *yip = y->buf + l3;
+            int res = results[j];
+
+            bytes_in += orig[j].len;
+            bytes_out += y->len;
+            if (res == GPU_RE_SHIM) {
+                n_shim++;
+                /* Only an epoch's first shim may grow. */
+                assert_true(y->len < orig[j].len || n_shim == 1);
+                /* The encoded frame: protocol 253, lengths and the IPv4
+                 * checksum right. */
+                if (v6s[j]) {
+                    assert_int_equal(yip[6], GPU_RE_IPPROTO);
+                    assert_int_equal(yip[4] << 8 | yip[5], y->len - l3 - 40);
+                } else {
+                    assert_int_equal(yip[9], GPU_RE_IPPROTO);
+                    assert_int_equal(yip[2] << 8 | yip[3], y->len - l3);
+                    assert_true(ipv4_hdr_ok(yip));
+                }
+            } else {
+                assert_int_equal(y->len, orig[j].len);
+                assert_memory_equal(y->buf, orig[j].buf, y->len);
+                if (res == GPU_RE_RAW) {
+                    n_raw++;
+                } else {
+                    assert_int_equal(res, GPU_RE_PASS);
+                    n_pass++;
+                }
+            }
+            int dres;
+            if (burst) {
+                dres = dres_burst[j];
+                x->len = lens[j];
+            } else {
+                dres = gpu_re_decode_packet(d, x->buf, &x->len,
+                                            sizeof x->buf);
+            }
+            assert_int_equal(dres, res == GPU_RE_SHIM ? GPU_RE_DECODED
+                                                      : res);
+            if (x->len != orig[j].len
+                || memcmp(x->buf, orig[j].buf, x->len)) {
+                fail_msg("seed 0x%016" PRIx64 ": packet %zu not restored",
+                         seed, i0 + j);
+            }
+            if (res != GPU_RE_PASS) {
+                /* Restored frames carry valid checksums. */
+                size_t iphl = v6s[j] ? 40 : 20;
+                uint8_t proto = ip[v6s[j] ? 6 : 9];
+                assert_true(v6s[j] || ipv4_hdr_ok(ip));
+                assert_true(l4_ok(ip, v6s[j], proto, ip + iphl,
+                                  x->len - l3 - iphl));
+            }
+        }
+    }
+    struct gpu_re_stats es, ds;
+    gpu_re_encoder_get_stats(e, &es);
+    gpu_re_decoder_get_stats(d, &ds);
+    print_message("  %zu frames: %zu shims, %zu raw, %zu passed; %zu -> %zu "
+                  "bytes on the link; %" PRIu64 " hits\n", t.n, n_shim,
+                  n_raw, n_pass, bytes_in, bytes_out, es.hits);
+    assert_true(n_shim > t.n / 4);
+    assert_true(n_pass > 0);
+    assert_int_equal(ds.undecodable, 0);
+    assert_int_equal(es.passed, ds.passed);
+    assert_true(bytes_out < bytes_in);
+
+    /* A corrupted shim frame is refused, never delivered wrong. */
+    gpu_re_encoder_resync(e);
+    struct frame a, b2;
+    uint8_t pay[1000];
+    fill_random(&r, pay, sizeof pay);
+    build_frame(&a, &r, false, true, false, pay, sizeof pay);
+    b2 = a;
+    assert_int_equal(gpu_re_encode_packet(e, a.buf, &a.len, sizeof a.buf),
+                     GPU_RE_SHIM);
+    assert_int_equal(gpu_re_encode_packet(e, b2.buf, &b2.len, sizeof b2.buf),
+                     GPU_RE_SHIM);
+    b2.buf[b2.len - 1] ^= 1;
+    assert_int_equal(gpu_re_decode_packet(d, a.buf, &a.len, sizeof a.buf),
+                     GPU_RE_DECODED);
+    assert_int_equal(gpu_re_decode_packet(d, b2.buf, &b2.len,
+                                          sizeof b2.buf),
+                     GPU_RE_UNDECODABLE);
+
+    /* Corrupted and truncated shim frames, in buffers of exactly their
+     * length (so a sanitizer sees any read past them): refused or passed,
+     * or decoded to exactly the original, never anything else.  The
+     * corruption hits the shim (header and body) and the IP header's
+     * protocol and length; the L2-L4 headers carried verbatim are the
+     * L4 checksum's business, as without RE. */
+    int decoded_ok = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        struct gpu_re_encoder *e2;
+        struct gpu_re_decoder *d2;
+        struct frame f1, f2, o2;
+        uint8_t pay2[1200];
+        bool v6 = trial & 1, tcp = trial & 2;
+
+        fill_random(&r, pay2, sizeof pay2);
+        build_frame(&f1, &r, v6, tcp, trial & 4, pay2, sizeof pay2);
+        pay2[600] ^= 0x5a;
+        build_frame(&f2, &r, v6, tcp, trial & 4, pay2, sizeof pay2);
+        o2 = f2;
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e2), GPU_OK);
+        assert_int_equal(gpu_re_decoder_create(&cfg, &d2), GPU_OK);
+        assert_int_equal(gpu_re_encode_packet(e2, f1.buf, &f1.len,
+                                              sizeof f1.buf), GPU_RE_SHIM);
+        if (gpu_re_encode_packet(e2, f2.buf, &f2.len, sizeof f2.buf)
+            != GPU_RE_SHIM) {
+            /* No cut in the first 600 bytes: nothing to reference. */
+            gpu_re_encoder_destroy(e2);
+            gpu_re_decoder_destroy(d2);
+            continue;
+        }
+        assert_int_equal(gpu_re_decode_packet(d2, f1.buf, &f1.len,
+                                              sizeof f1.buf),
+                         GPU_RE_DECODED);
+        size_t ml = f2.len;
+        size_t l3 = (trial & 4) ? 18 : 14;
+        size_t l4 = l3 + (v6 ? 40 : 20), hl = f2.buf[l4 + 2];
+        for (int k = rng_below(&r, 3); k > 0; k--) {
+            size_t at;
+
+            switch (rng_below(&r, 4)) {
+            case 0:             /* IP protocol or length. */
+                at = l3 + (v6 ? (rng_below(&r, 2) ? 6 : 5)
+                              : (rng_below(&r, 2) ? 9 : 3));
+                break;
+            case 1:             /* Shim header. */
+                at = l4 + rng_below(&r, GPU_RE_SHIM_HDR_LEN);
+                break;
+            default:            /* Body. */
+                at = l4 + GPU_RE_SHIM_HDR_LEN + hl
+                     + rng_below(&r, f2.len - l4 - GPU_RE_SHIM_HDR_LEN - hl);
+                break;
+            }
+            f2.buf[at] ^= 1 + rng_below(&r, 255);
+        }
+        if (rng_below(&r, 3) == 0) {
+            ml = rng_below(&r, f2.len + 1);
+        }
+        /* First in a buffer of exactly the frame's length (no room to
+         * expand: every check before that runs against real bounds),
+         * then with room. */
+        uint8_t *m = malloc(ml ? ml : 1);
+        size_t mlen = ml;
+        memcpy(m, f2.buf, ml);
+        int res = gpu_re_decode_packet(d2, m, &mlen, ml);
+        if (res == GPU_RE_DECODED
+            && (mlen != o2.len || memcmp(m, o2.buf, mlen))) {
+            fail_msg("seed 0x%016" PRIx64 ": corrupted frame %d decoded "
+                     "to wrong bytes", seed, trial);
+        }
+        free(m);
+        m = malloc(sizeof o2.buf);
+        memcpy(m, f2.buf, ml);
+        mlen = ml;
+        res = gpu_re_decode_packet(d2, m, &mlen, sizeof o2.buf);
+        if (res == GPU_RE_DECODED) {
+            if (mlen != o2.len || memcmp(m, o2.buf, mlen)) {
+                fail_msg("seed 0x%016" PRIx64 ": corrupted frame %d decoded "
+                         "to wrong bytes", seed, trial);
+            }
+            decoded_ok++;
+        }
+        free(m);
+        gpu_re_encoder_destroy(e2);
+        gpu_re_decoder_destroy(d2);
+    }
+    print_message("  400 corrupted shim frames: %d decoded (to the original)"
+                  ", the rest refused or passed\n", decoded_ok);
+
+    /* A shim that claims a UDP header it does not carry, at the very end
+     * of its buffer: refused without reading past it. */
+    {
+        struct gpu_re_decoder *d3;
+        struct frame x;
+        uint8_t none[1];
+        size_t l3 = build_frame(&x, &r, false, false, false, none, 0);
+        uint8_t *ip = x.buf + l3;
+        size_t xl = l3 + 20 + GPU_RE_SHIM_HDR_LEN;
+
+        put_hdr(ip + 20, 0, 1, 100, 0, 0);
+        ip[20 + 1] = 17;        /* next_proto UDP, l4_len 0. */
+        ip[2] = 0;
+        ip[3] = 20 + GPU_RE_SHIM_HDR_LEN;
+        ip[9] = GPU_RE_IPPROTO;
+        ip[10] = ip[11] = 0;
+        uint16_t c = ~fold(sum16(ip, 20, 0));
+        ip[10] = c >> 8;
+        ip[11] = c;
+        uint8_t *m = malloc(xl);
+        memcpy(m, x.buf, xl);
+        assert_int_equal(gpu_re_decoder_create(&cfg, &d3), GPU_OK);
+        assert_int_equal(gpu_re_decode_packet(d3, m, &xl, xl),
+                         GPU_RE_UNDECODABLE);
+        gpu_re_decoder_destroy(d3);
+        free(m);
+    }
+
+    free(orig);
+    free(enc);
+    free(benc);
+    for (int b = 0; b < n_backends; b++) {
+        gpu_re_encoder_destroy(eb[b]);
+        gpu_re_chunker_destroy(ch[b]);
+    }
+    gpu_re_encoder_destroy(e);
+    gpu_re_decoder_destroy(d);
+    trace_free(&t);
+}
+
+int
+main(void)
+{
+    const char *seed_env = getenv("GPU_TEST_SEED");
+    const char *be_env = getenv("GPU_RE_BACKEND");
+    bool cuda = gpu_re_cuda_available();
+
+    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
+                                        : (uint64_t) time(NULL);
+    printf("test-re: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+
+    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
+        backends[n_backends++] = GPU_RE_BACKEND_CPU;
+        if (cuda) {
+            backends[n_backends++] = GPU_RE_BACKEND_CUDA;
+        }
+    } else if (!strcmp(be_env, "cpu")) {
+        backends[n_backends++] = GPU_RE_BACKEND_CPU;
+    } else if (!strcmp(be_env, "cuda")) {
+        if (!cuda) {
+            fprintf(stderr, "test-re: GPU_RE_BACKEND=cuda but no usable "
+                    "CUDA device (or no CUDA build)\n");
+            return 1;
+        }
+        backends[n_backends++] = GPU_RE_BACKEND_CUDA;
+    } else {
+        fprintf(stderr, "test-re: GPU_RE_BACKEND must be cpu, cuda or all, "
+                "not \"%s\"\n", be_env);
+        return 1;
+    }
+    printf("test-re: backends:");
+    for (int i = 0; i < n_backends; i++) {
+        printf(" %s", gpu_re_backend_name(backends[i]));
+    }
+    printf("%s\n", cuda ? "" : " (no CUDA device here: CUDA cases skipped)");
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_reference_random),
+        cmocka_unit_test(test_reference_real),
+        cmocka_unit_test(test_backends_identical),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_loss_reorder),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_packets),
+    };
+    const char *filter = getenv("GPU_TEST_FILTER");
+    if (filter && *filter) {
+        cmocka_set_test_filter(filter);
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (rc) {
+        printf("test-re: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
+               "\n", master_seed);
+    }
+    return rc;
+}
