@@ -202,7 +202,7 @@ cpu_gbps(struct gpu_re_chunker *c, const struct workload *w, int threads)
 /* ---- CUDA. ---- */
 
 struct gpu_result {
-    double kern, kern_nosort, e2e;
+    double kern, kern_nosort, kern_seg, e2e;
     bool ok;
 };
 
@@ -257,7 +257,7 @@ gpu_run(const struct gpu_re_params *p, const struct workload *w,
         int iters, int n_streams, struct gpu_result *res)
 {
     struct gpu_re_chunker_config cfg;
-    struct gpu_re_chunker *c, *cn;
+    struct gpu_re_chunker *c, *cn, *cs;
     struct gpu_re_batch *b[16];
     struct gpu_stream *s[16];
     double t0, secs;
@@ -274,8 +274,25 @@ gpu_run(const struct gpu_re_params *p, const struct workload *w,
         gpu_re_chunker_destroy(c);
         return;
     }
+    cfg.remap = true;
+    if (gpu_re_chunker_create(&cfg, &cs)) {
+        gpu_re_chunker_destroy(c);
+        gpu_re_chunker_destroy(cn);
+        return;
+    }
     res->kern = kernel_only(c, w, iters * 4);
     res->kern_nosort = kernel_only(cn, w, iters * 4);
+    res->kern_seg = kernel_only(cs, w, iters * 4);
+
+    /* The segment mode's cuts too. */
+    struct gpu_re_batch *bs;
+    if (!gpu_re_batch_create(cs, w->n, w->bytes, false, &bs)) {
+        gpu_re_batch_submit(bs, NULL, w->data, w->offsets, w->n);
+        gpu_re_batch_wait(bs);
+        res->ok = same_cuts(bs, w, p->min_chunk, p);
+        gpu_re_batch_destroy(bs);
+    }
+    gpu_re_chunker_destroy(cs);
 
     /* End-to-end: each stream has its own batch over the same host
      * buffers (the copies are what is measured). */
@@ -283,7 +300,6 @@ gpu_run(const struct gpu_re_params *p, const struct workload *w,
         gpu_stream_create(&s[i]);
         gpu_re_batch_create(c, w->n, w->bytes, false, &b[i]);
     }
-    res->ok = true;
     for (int i = 0; i < n_streams; i++) {
         gpu_re_batch_submit(b[i], s[i], w->data, w->offsets, w->n);
     }
@@ -745,9 +761,9 @@ main(int argc, char **argv)
     static const uint32_t sizes[] = { 64, 128, 256, 512, 1024, 1500, 0 };
     printf("\nchunking Gbit/s (payload bytes; batches of %zu MB; %d CUDA "
            "streams end-to-end)\n", mb, n_streams);
-    printf("%6s %8s %9s %9s %10s %10s %10s %8s %6s\n", "size", "packets",
-           "cpu 1c", "cpu all", "kern", "kern-nosrt", "end2end",
-           "e2e/1c", "check");
+    printf("%5s %7s %6s %7s %8s %8s %8s %8s %7s %5s\n", "size",
+           "packets", "cpu 1c", "cpu all", "kern", "kern-uns", "kern-seg",
+           "end2end", "e2e/1c", "check");
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         struct workload w, wc;
         struct gpu_result g = { 0 };
@@ -765,8 +781,8 @@ main(int argc, char **argv)
             gpu_run(&p, &w, iters, n_streams, &g);
         }
         snprintf(sz, sizeof sz, sizes[k] ? "%u" : "mix", sizes[k]);
-        printf("%6s %8zu %9.2f %9.2f %10.1f %10.1f %10.1f %8.1f %6s\n", sz,
-               w.n, c1, cn, g.kern, g.kern_nosort, g.e2e,
+        printf("%5s %7zu %6.2f %7.2f %8.1f %8.1f %8.1f %8.1f %7.1f %5s\n",
+               sz, w.n, c1, cn, g.kern, g.kern_nosort, g.kern_seg, g.e2e,
                c1 > 0 ? g.e2e / c1 : 0, cuda ? (g.ok ? "ok" : "DIFF") : "-");
         workload_free(&w);
     }
@@ -774,8 +790,10 @@ main(int argc, char **argv)
         printf("(CUDA: no device or no CUDA build)\n");
     }
     printf("cpu all = %d threads; kern = grouping and chunk kernels on "
-           "resident data; end2end = copies in, kernels, cuts out\n",
-           threads);
+           "resident data (uns: ungrouped; seg: segment mode, 256-byte "
+           "segments); end2end = copies in, grouped kernels, cuts out, "
+           "several streams; check = CUDA cuts (grouped, segment mode, "
+           "every stream) equal the CPU's\n", threads);
     gpu_re_chunker_destroy(cpu);
 
     trace_bench(&p, trace_mb, cache_mb, sends);

@@ -88,6 +88,13 @@ atomicAdd(uint32_t *p, uint32_t v)
 }
 
 using std::min;
+using std::max;
+
+static inline int
+__ffs(uint32_t x)
+{
+    return __builtin_ffs(x);
+}
 
 #include "gpu_services/re/re-kernels.cuh"
 
@@ -128,9 +135,11 @@ rnd()
     return z ^ (z >> 31);
 }
 
+/* mode 0: per packet; 1: grouped by length; 2: segments of 'seg'. */
 static int
-run_case(const struct gpu_re_params *p, bool sort, size_t n)
+run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
 {
+    bool sort = mode == 1;
     std::vector<uint32_t> offsets(n + 1);
     struct gpu_re_kparams kp;
     struct gpu_re_tables tables;
@@ -206,7 +215,31 @@ run_case(const struct gpu_re_params *p, bool sort, size_t n)
     const uint64_t *tp = dt.data();
     uint16_t *ep = ends.data();
     uint64_t *fpp = fps.data();
-    switch (p->window) {
+    if (mode == 2) {
+        std::vector<uint32_t> cand(bytes / 32 + 2, 0xdeadbeef);
+        uint32_t *cp = cand.data();
+        uint32_t items = (bytes + seg - 1) / seg;
+        uint32_t cgrid = (items + THREADS - 1) / THREADS;
+        uint32_t nb = bytes;
+
+        switch (p->window) {
+#define W(N) \
+        case 16 * N: \
+            launch(cgrid, THREADS, [=] { \
+                cand_kernel<N>(tp, data, off, n, nb, seg, kp, cp); \
+            }); \
+            break;
+        W(1) W(2) W(3) W(4)
+#undef W
+        default:
+            launch(cgrid, THREADS, [=] {
+                cand_kernel<0>(tp, data, off, n, nb, seg, kp, cp);
+            });
+        }
+        launch(grid, THREADS, [=] {
+            select_kernel<true>(tp, data, off, n, kp, cp, ep, fpp);
+        });
+    } else switch (p->window) {
 #define W(N) \
     case 16 * N: \
         launch(grid, THREADS, [=] { \
@@ -231,9 +264,9 @@ run_case(const struct gpu_re_params *p, bool sort, size_t n)
 
         for (size_t j = 0; j < k; j++) {
             if (ends[slot + j] != e[j] || fps[slot + j] != f[j]) {
-                printf("w %u sort %d packet %zu (len %zu, start %u) chunk "
+                printf("w %u mode %d packet %zu (len %zu, start %u) chunk "
                        "%zu: kernel %u %016" PRIx64 ", CPU %u %016" PRIx64
-                       "\n", p->window, sort, i, len,
+                       "\n", p->window, mode, i, len,
                        offsets[i] - offsets[0], j, ends[slot + j],
                        fps[slot + j], e[j], f[j]);
                 errors++;
@@ -257,13 +290,16 @@ main(int argc, char **argv)
 
     rng_state = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
     printf("re-kernel-emu: seed %" PRIu64 "\n", rng_state);
+    static const char *modes[] = { "per packet", "grouped", "segments" };
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-        for (int sort = 0; sort < 2; sort++) {
-            int e = run_case(&ps[k], sort, 700);
+        for (int mode = 0; mode < 3; mode++) {
+            uint32_t seg = mode == 2 ? 32 << (k % 4) : 0;
+            int e = run_case(&ps[k], mode, seg, 700);
 
-            printf("  w %2u bits %u min %2u max %4u sort %d: %s\n",
+            printf("  w %2u bits %u min %2u max %4u %s %u: %s\n",
                    ps[k].window, ps[k].bits, ps[k].min_chunk,
-                   ps[k].max_chunk, sort, e ? "DIFFERENT" : "identical");
+                   ps[k].max_chunk, modes[mode], seg,
+                   e ? "DIFFERENT" : "identical");
             errors += e;
         }
     }

@@ -349,8 +349,8 @@ test_reference_real(void **state)
 
 static void
 check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
-              bool sort, const uint8_t *data, const uint32_t *offsets,
-              size_t n, uint64_t seed)
+              bool sort, uint32_t segment, const uint8_t *data,
+              const uint32_t *offsets, size_t n, uint64_t seed)
 {
     struct gpu_re_chunker_config cfg;
     struct gpu_re_chunker *c;
@@ -365,6 +365,8 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
     cfg.params = *pr;
     cfg.backend = be;
     cfg.sort = sort;
+    cfg.remap = segment != 0;
+    cfg.segment = segment;
     assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_OK);
     assert_int_equal(gpu_re_batch_create(c, n, nb, true, &b), GPU_OK);
     for (int again = 0; again < 2; again++) {
@@ -384,10 +386,11 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
 
         for (size_t j = 0; j < k; j++) {
             if (ends[slot + j] != e[j] || fps[slot + j] != f[j]) {
-                fail_msg("seed 0x%016" PRIx64 " backend %s w %u sort %d: "
-                         "packet %zu (len %zu) chunk %zu: end %u fp %016"
-                         PRIx64 ", CPU %u %016" PRIx64, seed,
-                         gpu_re_backend_name(be), pr->window, sort, i, len,
+                fail_msg("seed 0x%016" PRIx64 " backend %s w %u sort %d "
+                         "segment %u: packet %zu (len %zu) chunk %zu: end "
+                         "%u fp %016" PRIx64 ", CPU %u %016" PRIx64, seed,
+                         gpu_re_backend_name(be), pr->window, sort, segment,
+                         i, len,
                          j, ends[slot + j], fps[slot + j], e[j], f[j]);
             }
         }
@@ -449,9 +452,13 @@ test_backends_identical(void **state)
                       total - offsets[0]);
         for (int bi = 0; bi < n_backends; bi++) {
             for (int sort = 0; sort < 2; sort++) {
-                check_chunker(backends[bi], &ps[k], sort, data, offsets, n,
-                              seed);
+                check_chunker(backends[bi], &ps[k], sort, 0, data, offsets,
+                              n, seed);
             }
+            /* Segment mode, with segments shorter and longer than the
+             * window. */
+            check_chunker(backends[bi], &ps[k], false, 32 << (k % 4), data,
+                          offsets, n, seed);
         }
         gpu_host_free(data);
         gpu_host_free(offsets);

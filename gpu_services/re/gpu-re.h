@@ -107,6 +107,13 @@ struct gpu_re_chunker_config {
     /* CUDA: group packets by length on the device before chunking, so
      * that a warp's threads run similar lengths (default true). */
     bool sort;
+    /* CUDA: fingerprint fixed segments of the batch, one per thread,
+     * whatever packets they fall in, then apply the cut rule per packet
+     * from one bit per byte (docs/RE-NOTES.md); 'sort' does not apply.
+     * Same cuts and fingerprints.  Default false. */
+    bool remap;
+    uint32_t segment;           /* Bytes per thread, multiple of 32
+                                 * (0: 256). */
 };
 
 void gpu_re_chunker_config_init(struct gpu_re_chunker_config *);

@@ -60,6 +60,7 @@ struct cuda_batch {
     uint32_t *d_offsets;
     uint32_t *d_order;
     uint32_t *d_count;          /* N_BUCKETS counters of the grouping. */
+    uint32_t *d_cand;           /* Segment mode: a bit per byte. */
     uint16_t *d_ends;
     uint64_t *d_fps;
     cudaStream_t copy;
@@ -132,6 +133,7 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     cudaFree(x->d_offsets);
     cudaFree(x->d_order);
     cudaFree(x->d_count);
+    cudaFree(x->d_cand);
     cudaFree(x->d_ends);
     cudaFree(x->d_fps);
     if (b->ends) {
@@ -179,6 +181,10 @@ cuda_batch_init(struct gpu_re_batch *b)
     if (!error) {
         error = CK(cudaMalloc((void **) &x->d_count,
                               N_BUCKETS * sizeof *x->d_count));
+    }
+    if (!error && b->c->cfg.remap) {
+        error = CK(cudaMalloc((void **) &x->d_cand,
+                              (b->max_bytes / 32 + 2) * sizeof *x->d_cand));
     }
     if (!error) {
         error = CK(cudaMalloc((void **) &x->d_ends, ns * sizeof *x->d_ends));
@@ -241,6 +247,45 @@ launch_chunk(struct gpu_re_chunker *c, struct cuda_batch *x, cudaStream_t s,
     }
 }
 
+/* Segment mode: candidate bits, then the cuts per packet. */
+static void
+launch_remap(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s)
+{
+    struct gpu_re_chunker *c = b->c;
+    uint32_t n = b->n_packets;
+    uint32_t seg = c->cfg.segment;
+    uint32_t items = (b->n_bytes + seg - 1) / seg;
+    uint32_t cgrid = (items + THREADS - 1) / THREADS;
+    uint32_t grid = (n + THREADS - 1) / THREADS;
+
+    if (items) {
+        switch (c->cfg.params.window) {
+#define W(N) \
+        case 16 * N: \
+            cand_kernel<N><<<cgrid, THREADS, 0, s>>>( \
+                cc(c)->d_tables, x->d_data, x->d_offsets, n, b->n_bytes, \
+                seg, c->kp, x->d_cand); \
+            break;
+        W(1) W(2) W(3) W(4)
+#undef W
+        default:
+            cand_kernel<0><<<cgrid, THREADS, 0, s>>>(
+                cc(c)->d_tables, x->d_data, x->d_offsets, n, b->n_bytes,
+                seg, c->kp, x->d_cand);
+            break;
+        }
+    }
+    if (b->want_fps) {
+        select_kernel<true><<<grid, THREADS, 0, s>>>(
+            cc(c)->d_tables, x->d_data, x->d_offsets, n, c->kp, x->d_cand,
+            x->d_ends, x->d_fps);
+    } else {
+        select_kernel<false><<<grid, THREADS, 0, s>>>(
+            cc(c)->d_tables, x->d_data, x->d_offsets, n, c->kp, x->d_cand,
+            x->d_ends, x->d_fps);
+    }
+}
+
 /* Queues the grouping and chunk kernels on 's'; the chunk kernel waits
  * for 'copied' (if not NULL) first, so the grouping overlaps the payload
  * copy. */
@@ -253,6 +298,17 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
     uint32_t grid = (n + THREADS - 1) / THREADS;
     const uint32_t *order = NULL;
 
+    if (c->cfg.remap) {
+        if (copied) {
+            int error = CK(cudaStreamWaitEvent(s, copied, 0));
+
+            if (error) {
+                return error;
+            }
+        }
+        launch_remap(b, x, s);
+        return CK(cudaGetLastError());
+    }
     /* Group only when lengths differ (one length: nothing to gain). */
     if (c->cfg.sort && n > 1 && b->max_len != b->min_len) {
         uint32_t sgrid = (n + SORT_THREADS - 1) / SORT_THREADS;

@@ -216,4 +216,193 @@ chunk_kernel(const uint64_t *__restrict__ tables,
     }
 }
 
+/* ---- Segment mode (cfg.remap): work by bytes, not by packets. ----
+ *
+ * A window's fingerprint depends only on the last 'window' bytes, so the
+ * fingerprints can be computed in fixed segments of the packed batch,
+ * whatever packets they fall in, by threads that first roll the window's
+ * worth of bytes before their segment: every thread does the same work,
+ * and a batch of few long packets still fills the GPU.  Only the cut
+ * rule is sequential (a cut depends on the previous one), and it needs
+ * just one bit per byte: where a fingerprint may cut.  So:
+ *
+ *   cand_kernel:   thread k rolls bytes [k seg - window, (k + 1) seg) and
+ *                  writes the candidate bits of [k seg, (k + 1) seg);
+ *   select_kernel: thread p walks packet p's bits 32 at a time, applying
+ *                  the min/max rule, and writes its cuts (and, if asked,
+ *                  the fingerprint at each cut, re-rolled from its
+ *                  window: 'window' steps per cut). */
+template <int W16>
+__global__ void __launch_bounds__(THREADS)
+cand_kernel(const uint64_t *__restrict__ tables,
+            const uint8_t *__restrict__ data,
+            const uint32_t *__restrict__ offsets, uint32_t n,
+            uint32_t n_bytes, uint32_t seg, struct gpu_re_kparams kp,
+            uint32_t *__restrict__ cand)
+{
+    __shared__ uint64_t sT[256], sU[256];
+
+    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
+        sT[i] = tables[i];
+        sU[i] = tables[256 + i];
+    }
+    __syncthreads();
+
+    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((uint64_t) k * seg >= n_bytes) {
+        return;
+    }
+    const uint32_t base = offsets[0];
+    const int32_t cs = k * seg;
+    const int32_t ce = min(cs + (int32_t) seg, (int32_t) n_bytes);
+
+    /* The packet holding byte cs: the last one starting at or before
+     * it (it ends after it, as cs < n_bytes). */
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+
+        if ((int32_t) (offsets[mid] - base) <= cs) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    uint32_t p = lo;
+    int32_t pstart = offsets[p] - base, pend = offsets[p + 1] - base;
+    /* Roll from a window before the segment, or from the packet's
+     * start; bytes before 'zlo' leave the window as zeros. */
+    int32_t q = max(pstart, cs - kp.window);
+    int32_t zlo = q;
+    const uint4 *d16 = (const uint4 *) data;
+    uint4 ring[W16 > 0 ? W16 : 1];
+    uint64_t fp = 0;
+    uint32_t word = 0;
+    int32_t blk0 = q >> 4, blkn = (ce - 1) >> 4;
+    uint32_t lead = q & 15;
+
+#pragma unroll
+    for (int i = 0; i < (W16 > 0 ? W16 : 1); i++) {
+        ring[i] = make_uint4(0, 0, 0, 0);
+    }
+    for (int32_t blk = blk0; blk <= blkn; blk++) {
+        uint4 v = d16[blk];
+
+        if (blk == blk0) {
+            /* Zeros roll as a no-op from fp 0. */
+            v.x &= lead_mask(lead, 0);
+            v.y &= lead_mask(lead, 1);
+            v.z &= lead_mask(lead, 2);
+            v.w &= lead_mask(lead, 3);
+        }
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int32_t pos = blk * 16 + j;
+            uint8_t out;
+
+            if (pos == pend && pos < ce) {
+                /* The next (non-empty) packet: a fresh window. */
+                while (pos == pend) {
+                    p++;
+                    pstart = pend;
+                    pend = offsets[p + 1] - base;
+                }
+                fp = 0;
+                zlo = pstart;
+            }
+            if (W16 > 0) {
+                out = pos - kp.window >= zlo
+                      ? vbyte(ring[W16 > 0 ? W16 - 1 : 0], j) : 0;
+            } else {
+                out = pos - kp.window >= zlo ? data[pos - kp.window] : 0;
+            }
+            fp = gpu_re_roll(sT, sU, fp, out, vbyte(v, j));
+            if (pos >= cs && pos < ce) {
+                word |= (uint32_t) !((uint32_t) fp & (uint32_t) kp.mask)
+                        << (pos & 31);
+                if ((pos & 31) == 31 || pos == ce - 1) {
+                    cand[pos >> 5] = word;
+                    word = 0;
+                }
+            }
+        }
+        if (W16 > 0) {
+#pragma unroll
+            for (int i = (W16 > 0 ? W16 : 1) - 1; i > 0; i--) {
+                ring[i] = ring[i - 1];
+            }
+            ring[0] = v;
+        }
+    }
+}
+
+template <bool FPS>
+__global__ void __launch_bounds__(THREADS)
+select_kernel(const uint64_t *__restrict__ tables,
+              const uint8_t *__restrict__ data,
+              const uint32_t *__restrict__ offsets, uint32_t n,
+              struct gpu_re_kparams kp, const uint32_t *__restrict__ cand,
+              uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
+{
+    __shared__ uint64_t sT[256], sU[256];
+
+    if (FPS) {
+        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
+            sT[i] = tables[i];
+            sU[i] = tables[256 + i];
+        }
+        __syncthreads();
+    }
+
+    uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) {
+        return;
+    }
+    const uint32_t base = offsets[0];
+    const int32_t start = offsets[p] - base;
+    const int32_t len = offsets[p + 1] - base - start;
+    uint32_t slot = (uint32_t) start / (uint32_t) kp.min_chunk + p;
+    struct gpu_re_cutter cut;
+    int32_t s = 0;
+
+    while (s < len) {
+        int32_t c;
+
+        gpu_re_cutter_start(&kp, &cut, s, len);
+        c = cut.hi;
+        if (cut.lo <= cut.hi) {
+            /* The first candidate in [lo, hi], 32 bytes at a time. */
+            int32_t a = start + cut.lo, b = start + cut.hi;
+
+            for (int32_t w = a >> 5; w <= b >> 5; w++) {
+                uint32_t bits = cand[w];
+
+                if (w == a >> 5) {
+                    bits &= ~0u << (a & 31);
+                }
+                if (w == b >> 5 && (b & 31) != 31) {
+                    bits &= (1u << ((b & 31) + 1)) - 1;
+                }
+                if (bits) {
+                    c = w * 32 + __ffs(bits) - 1 - start;
+                    break;
+                }
+            }
+        }
+        ends[slot] = (uint16_t) (c + 1);
+        if (FPS) {
+            /* The window ending at c, rolled afresh. */
+            int32_t from = max(0, c + 1 - kp.window);
+            uint64_t fp = 0;
+
+            for (int32_t i = from; i <= c; i++) {
+                fp = gpu_re_roll(sT, sU, fp, 0, data[start + i]);
+            }
+            fps[slot] = fp;
+        }
+        slot++;
+        s = c + 1;
+    }
+}
+
 #endif /* re-kernels.cuh */

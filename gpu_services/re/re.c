@@ -140,7 +140,8 @@ gpu_re_chunker_create(const struct gpu_re_chunker_config *cfg,
         gpu_re_chunker_config_init(&dflt);
         cfg = &dflt;
     }
-    if (gpu_re_params_check(&cfg->params, NULL, 0)) {
+    if (gpu_re_params_check(&cfg->params, NULL, 0)
+        || cfg->segment % 32 || cfg->segment > (1u << 20)) {
         return GPU_ERR_INVALID;
     }
     c = calloc(1, sizeof *c);
@@ -148,6 +149,9 @@ gpu_re_chunker_create(const struct gpu_re_chunker_config *cfg,
         return GPU_ERR_NOMEM;
     }
     c->cfg = *cfg;
+    if (!c->cfg.segment) {
+        c->cfg.segment = 256;
+    }
     c->kp.mask = (1ULL << cfg->params.bits) - 1;
     c->kp.window = cfg->params.window;
     c->kp.min_chunk = cfg->params.min_chunk;
