@@ -58,7 +58,7 @@ $(OVS_STAMP_LIBS): $(OVS_STAMP_CONFIGURED)
 OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
 OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
 	gpu_classifier/libgpuclassifier.a gpu_services/ids/libgpuids.a \
-	gpu_runtime/libgpuruntime.a
+	gpu_services/re/libgpure.a gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
@@ -92,10 +92,10 @@ all-local: ovs-build
 
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
-OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at dpif-netdev.at pmd.at
+OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at dpif-netdev.at pmd.at
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
-		| $(srcdir)/scripts/at-select $(OVS_TESTS)`; \
+		| $(abs_srcdir)/scripts/at-select $(OVS_TESTS)`; \
 	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"; \
@@ -110,7 +110,7 @@ OVS_OFFLOAD_TESTS ?= dpif-netdev.at pmd.at
 OVS_GPU_FORCED_CONFIG = gpu-offload=true,gpu-dpcls-min-subtables=0,gpu-validate=true
 check-ovs-offload: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
-		| $(srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
+		| $(abs_srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
 	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
 	rm -f offload-stats.txt; \
 	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \

@@ -10,7 +10,9 @@ ovs_plugin_libovsgpuplugin_a_SOURCES = \
 	ovs_plugin/gpu-ids-service.c \
 	ovs_plugin/gpu-ids-service.h \
 	ovs_plugin/gpu-plugin.c \
-	ovs_plugin/gpu-plugin.h
+	ovs_plugin/gpu-plugin.h \
+	ovs_plugin/gpu-re-service.c \
+	ovs_plugin/gpu-re-service.h
 ovs_plugin_libovsgpuplugin_a_CPPFLAGS = \
 	-DOVS_GPU_VERSION='"$(PACKAGE_VERSION)"' \
 	-I$(OVS_BUILDDIR) -I$(OVS_BUILDDIR)/include -I$(OVS_BUILDDIR)/lib \

@@ -343,8 +343,8 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     }
 
     /* One copy in: every payload into the pinned buffer, back to back. */
-    data = staging_get(impl->stage_payloads ? total : 0);
-    if (!data) {
+    data = impl->stage_payloads ? staging_get(total) : NULL;
+    if (!data && impl->stage_payloads) {
         VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of staging; "
                      "packets pass", gpu_service_type_to_string(type),
                      total);

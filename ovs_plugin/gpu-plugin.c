@@ -23,6 +23,7 @@
 #include "ovs_plugin/gpu-actions.h"
 #include "ovs_plugin/gpu-dpcls.h"
 #include "ovs_plugin/gpu-ids-service.h"
+#include "ovs_plugin/gpu-re-service.h"
 #include "ovs-plugin.h"
 #include "smap.h"
 #include "unixctl.h"
@@ -359,6 +360,7 @@ gpu_plugin_init(void)
     unixctl_command_register("gpu/show", "", 0, 0, gpu_show_cmd, NULL);
     gpu_dpcls_init();
     gpu_ids_service_init();
+    gpu_re_service_init();
     gpu_plugin_read_forced();
     gpu_plugin_apply(NULL, true);
 }

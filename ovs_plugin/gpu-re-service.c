@@ -283,10 +283,12 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
         struct dp_packet *packet = b->pkts[i].packet;
         size_t size = dp_packet_size(packet);
 
-        if (!encoder && dp_packet_source(packet) != DPBUF_DPDK
-            && size < RE_MAX_FRAME) {
-            /* A decoded frame is longer than its shim: make room where
-             * the buffer can grow (a DPDK mbuf cannot, but has ~2 kB). */
+        if (size < RE_MAX_FRAME
+            && (packet->source == DPBUF_MALLOC
+                || packet->source == DPBUF_STUB)) {
+            /* A decoded frame is longer than its shim, and an epoch's
+             * first shim longer than its payload: make room where the
+             * buffer can grow (a DPDK mbuf cannot, but has ~2 kB). */
             dp_packet_prealloc_tailroom(packet, RE_MAX_FRAME - size);
         }
         frames[i] = dp_packet_data(packet);
