@@ -338,7 +338,25 @@ gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
     uint64_t max = UINT32_MAX;
     char *end;
 
+    static const char *const keys[] = {
+        "cache", "window", "bits", "min_chunk", "max_chunk", "min_ref",
+        "resync", "epoch",
+    };
+    size_t i;
+
     if (!cfg || !key || !value) {
+        return GPU_ERR_INVALID;
+    }
+    /* An unknown key is named as such, whatever its value. */
+    for (i = 0; i < sizeof keys / sizeof *keys; i++) {
+        if (!strcmp(key, keys[i])) {
+            break;
+        }
+    }
+    if (i == sizeof keys / sizeof *keys) {
+        if (err && err_size) {
+            snprintf(err, err_size, "unknown option \"%s\"", key);
+        }
         return GPU_ERR_INVALID;
     }
     errno = 0;
