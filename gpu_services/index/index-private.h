@@ -47,9 +47,10 @@ extern const struct gpu_index_provider gpu_index_cuda_provider;
 int gpu_index_cuda_probe(char *name, size_t size);
 #endif
 
-/* The CPU builder (index-cpu.c), also the CUDA backend's fallback. */
-int gpu_index_cpu_build(const uint32_t *values, uint32_t n,
-                        enum gpu_index_encoding,
+/* The CPU builder (index-cpu.c), also the CUDA backend's fallback.
+ * '*statep' keeps its allocations for the next call (NULL: none kept). */
+int gpu_index_cpu_build(void **statep, const uint32_t *values, uint32_t n,
+                        unsigned int bits, enum gpu_index_encoding,
                         struct gpu_index_bitmaps *out);
 
 double gpu_index_now_ms(void);

@@ -415,7 +415,7 @@ gpu_index_build(struct gpu_index_builder *b, const uint32_t *values,
         && values && !(flags & GPU_INDEX_BUILD_RESIDENT)) {
         /* The device failed this batch; the CPU still answers it. */
         b->n_fallbacks++;
-        error = gpu_index_cpu_build(values, n, enc, out);
+        error = gpu_index_cpu_build(NULL, values, n, bits, enc, out);
     }
     return error;
 }
