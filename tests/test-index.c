@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -262,6 +263,24 @@ test_encoding_words(void **state)
         /* A value too wide for value_bits is refused. */
         struct gpu_index_bitmaps bm;
         gpu_index_bitmaps_init(&bm);
+        if (backends[bi] == GPU_INDEX_BACKEND_CUDA) {
+            /* A resident re-run (the benchmark's kernel-only mode) finds
+             * the same sizes without copying anything. */
+            struct gpu_index_build_times t;
+            uint32_t nk, nw;
+
+            assert_int_equal(gpu_index_build(b, v, 100, 4, 1, 0, &bm, &t),
+                             GPU_OK);
+            nk = bm.n_keys;
+            nw = bm.n_words;
+            bm.n_keys = bm.n_words = 0;
+            assert_int_equal(gpu_index_build(b, NULL, 100, 4, 1,
+                                             GPU_INDEX_BUILD_RESIDENT, &bm,
+                                             &t), GPU_OK);
+            assert_int_equal(bm.n_keys, nk);
+            assert_int_equal(bm.n_words, nw);
+            assert_true(t.kernel_ms > 0);
+        }
         assert_int_equal(gpu_index_build(b, v, 100, 3, 0, 0, &bm, NULL),
                          GPU_ERR_INVALID);
         assert_int_equal(gpu_index_build(b, v, 1001, 4, 0, 0, &bm, NULL),
@@ -917,6 +936,20 @@ test_store_rotation(void **state)
         pcap_close(pc);
         unlink(pcap_path);
         assert_int_equal(k, m);
+        /* One line per match, with the 5-tuple and length. */
+        char *text = NULL;
+        size_t text_len = 0;
+        FILE *mf = open_memstream(&text, &text_len);
+        char qerr[200];
+        assert_int_equal(gpu_index_store_query(tmpdir, "tcp and dport=443",
+                                               mf, NULL, 3, NULL, qerr,
+                                               sizeof qerr), 3);
+        fclose(mf);
+        printf("test-index: first lines of a store query:\n%s", text);
+        assert_non_null(strstr(text, " tcp "));
+        assert_non_null(strstr(text, ":443 len "));
+        assert_non_null(strstr(text, "2023-11-14T22:13:20."));
+        free(text);
         /* Bad syntax is an error, not zero matches. */
         assert_int_equal(store_query(tmpdir, "dport=", NULL, NULL),
                          GPU_ERR_INVALID);
@@ -988,6 +1021,32 @@ test_store_retention(void **state)
     }
     gpu_index_query_destroy(q);
     assert_int_equal(store_query(tmpdir, "tcp", NULL, NULL), want);
+    gpu_index_recorder_destroy(r);
+
+    /* Retention by age: the oldest remaining segment is made two hours
+     * old; the next segment closed deletes it and keeps the other. */
+    char path[512];
+    struct timeval tv[2];
+    gettimeofday(&tv[0], NULL);
+    tv[0].tv_sec -= 7200;
+    tv[1] = tv[0];
+    snprintf(path, sizeof path, "%s/seg-%016d.pcap", tmpdir, 4);
+    assert_int_equal(utimes(path, tv), 0);
+    struct gpu_index_recorder_config cfg;
+    char err2[200];
+    gpu_index_recorder_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.backend = GPU_INDEX_BACKEND_CPU;
+    cfg.segment_packets = 1000;
+    cfg.retention_seconds = 3600;
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r, err2, sizeof err2),
+                     GPU_OK);
+    feed(r, &g, recs, 1000, 1700000200ull * 1000000000ull);
+    gpu_index_recorder_flush(r);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.segments_deleted, 1);
+    assert_int_equal(count_files(tmpdir, ".idx"), 2);
+    assert_int_equal(access(path, F_OK), -1);
     gpu_index_recorder_destroy(r);
     rm_rf(tmpdir);
     free(recs);

@@ -395,7 +395,8 @@ gpu_index_build(struct gpu_index_builder *b, const uint32_t *values,
 
     if (n > b->max_rows || bits < 1 || bits > 32
         || (enc != GPU_INDEX_WAH && enc != GPU_INDEX_PLWAH)
-        || (!values && n && !(flags & GPU_INDEX_BUILD_RESIDENT))) {
+        || (!values && n && (!(flags & GPU_INDEX_BUILD_RESIDENT)
+                             || b->prov == &gpu_index_cpu_provider))) {
         return GPU_ERR_INVALID;
     }
     if (n == 0) {
