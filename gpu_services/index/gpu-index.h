@@ -80,9 +80,14 @@ struct gpu_index_bitmaps {
 
     /* Allocated sizes (elements), so a bitmaps object can be reused. */
     size_t keys_cap, words_cap;
+    bool pinned;                /* Arrays from gpu_host_alloc(). */
 };
 
 void gpu_index_bitmaps_init(struct gpu_index_bitmaps *);
+/* As gpu_index_bitmaps_init(), but the arrays will be pinned host memory
+ * (gpu_host_alloc()), so that the CUDA builder's copies out run at full
+ * PCIe rate.  Worth it for a bitmaps object reused across batches. */
+void gpu_index_bitmaps_init_pinned(struct gpu_index_bitmaps *);
 void gpu_index_bitmaps_free(struct gpu_index_bitmaps *);
 /* Makes room for 'n_keys' keys and 'n_words' words (contents kept). */
 int gpu_index_bitmaps_reserve(struct gpu_index_bitmaps *, size_t n_keys,

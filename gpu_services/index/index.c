@@ -50,14 +50,49 @@ gpu_index_bitmaps_init(struct gpu_index_bitmaps *bm)
 }
 
 void
+gpu_index_bitmaps_init_pinned(struct gpu_index_bitmaps *bm)
+{
+    gpu_index_bitmaps_init(bm);
+    bm->pinned = true;
+}
+
+void
 gpu_index_bitmaps_free(struct gpu_index_bitmaps *bm)
 {
     if (bm) {
-        free(bm->keys);
-        free(bm->offsets);
-        free(bm->words);
+        bool pinned = bm->pinned;
+
+        if (pinned) {
+            gpu_host_free(bm->keys);
+            gpu_host_free(bm->offsets);
+            gpu_host_free(bm->words);
+        } else {
+            free(bm->keys);
+            free(bm->offsets);
+            free(bm->words);
+        }
         gpu_index_bitmaps_init(bm);
+        bm->pinned = pinned;
     }
+}
+
+/* realloc() for either kind of memory. */
+static uint32_t *
+grow(uint32_t *p, size_t old_n, size_t new_n, bool pinned)
+{
+    uint32_t *q;
+
+    if (!pinned) {
+        return realloc(p, new_n * sizeof *p);
+    }
+    q = gpu_host_alloc(new_n * sizeof *q);
+    if (q) {
+        if (p) {
+            memcpy(q, p, old_n * sizeof *p);
+        }
+        gpu_host_free(p);
+    }
+    return q;
 }
 
 int
@@ -69,11 +104,12 @@ gpu_index_bitmaps_reserve(struct gpu_index_bitmaps *bm, size_t n_keys,
         uint32_t *k, *o;
 
         cap = cap ? cap : 1;
-        k = realloc(bm->keys, cap * sizeof *k);
+        k = grow(bm->keys, bm->keys_cap, cap, bm->pinned);
         if (k) {
             bm->keys = k;
         }
-        o = realloc(bm->offsets, (cap + 1) * sizeof *o);
+        o = grow(bm->offsets, bm->offsets ? bm->keys_cap + 1 : 0, cap + 1,
+                 bm->pinned);
         if (o) {
             bm->offsets = o;
         }
@@ -88,7 +124,7 @@ gpu_index_bitmaps_reserve(struct gpu_index_bitmaps *bm, size_t n_keys,
         uint32_t *w;
 
         cap = cap ? cap : 1;
-        w = realloc(bm->words, cap * sizeof *w);
+        w = grow(bm->words, bm->words_cap, cap, bm->pinned);
         if (!w) {
             return GPU_ERR_NOMEM;
         }

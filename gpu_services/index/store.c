@@ -642,6 +642,7 @@ struct gpu_index_recorder {
     struct gpu_index_recorder_config cfg;
     char *dir;
     struct gpu_index_builder *builder;
+    struct gpu_index_segment_index seg;     /* Reused by every segment. */
 
     /* Staging ring. */
     struct slot *slots;
@@ -773,7 +774,7 @@ apply_retention(struct gpu_index_recorder *r)
 static int
 close_segment(struct gpu_index_recorder *r)
 {
-    struct gpu_index_segment_index seg;
+    struct gpu_index_segment_index *seg = &r->seg;
     char path[1024], err[512];
     FILE *f;
     int error;
@@ -791,15 +792,14 @@ close_segment(struct gpu_index_recorder *r)
     r->dumper = NULL;
     r->dead = NULL;
 
-    gpu_index_segment_index_init(&seg);
     t0 = gpu_index_now_ms();
     error = gpu_index_segment_index_build(r->builder, r->recs, r->n_recs,
-                                          r->cfg.encoding, &seg);
+                                          r->cfg.encoding, seg);
     add(&r->build_ns, (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
     add(&r->build_rows, r->n_recs);
     if (!error) {
         seg_path(path, sizeof path, r->dir, r->seq, "idx");
-        error = gpu_index_file_write(path, &seg, r->offs, r->seg_first_ts,
+        error = gpu_index_file_write(path, seg, r->offs, r->seg_first_ts,
                                      r->n_recs
                                      ? r->recs[r->n_recs - 1].ts_ns : 0,
                                      err, sizeof err);
@@ -807,7 +807,6 @@ close_segment(struct gpu_index_recorder *r)
             fprintf(stderr, "gpu-index: %s\n", err);
         }
     }
-    gpu_index_segment_index_free(&seg);
     if (!error) {
         add(&r->segments_written, 1);
     }
@@ -988,6 +987,13 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                 gpu_status_string(error), why);
         goto fail;
     }
+    /* The indexes' arrays are reused segment after segment; pinned, the
+     * CUDA builder copies them out at full PCIe rate. */
+    gpu_index_segment_index_init(&r->seg);
+    for (int a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        r->seg.attrs[a].pinned = (gpu_index_builder_backend(r->builder)
+                                  == GPU_INDEX_BACKEND_CUDA);
+    }
     /* Go on after the newest segment already there. */
     n = list_segments(r->dir, &segs);
     if (n > 0) {
@@ -1045,6 +1051,7 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
     gpu_index_builder_destroy(r->builder);
+    gpu_index_segment_index_free(&r->seg);
     pthread_mutex_destroy(&r->mutex);
     pthread_cond_destroy(&r->cond);
     free(r->recs);
