@@ -387,6 +387,36 @@ test_build_random(void **state)
     free(v);
 }
 
+/* A pinned bitmaps object reused across growing batches gives what a
+ * fresh one does. */
+static void
+test_pinned_reuse(void **state)
+{
+    uint32_t *v = malloc(60000 * sizeof *v);
+    struct gpu_index_bitmaps p, f;
+
+    gpu_index_bitmaps_init_pinned(&p);
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_index_builder *b = make_builder(backends[bi], 60000);
+
+        for (uint32_t n = 10; n <= 60000; n *= 3) {
+            struct rng r = case_rng(31337, n);
+
+            gen_values(&r, v, n, 3000, D_SKEWED);
+            gpu_index_bitmaps_init(&f);
+            assert_int_equal(gpu_index_build(b, v, n, 12, 1, 0, &p, NULL),
+                             GPU_OK);
+            assert_int_equal(gpu_index_build(b, v, n, 12, 1, 0, &f, NULL),
+                             GPU_OK);
+            assert_true(gpu_index_bitmaps_equal(&p, &f));
+            gpu_index_bitmaps_free(&f);
+        }
+        gpu_index_builder_destroy(b);
+    }
+    gpu_index_bitmaps_free(&p);
+    free(v);
+}
+
 /* PLWAH is never larger than WAH, and is smaller on sparse columns. */
 static void
 test_plwah_smaller(void **state)
@@ -1218,6 +1248,7 @@ main(void)
         cmocka_unit_test(test_encoding_words),
         cmocka_unit_test(test_check_refuses),
         cmocka_unit_test(test_build_random),
+        cmocka_unit_test(test_pinned_reuse),
         cmocka_unit_test(test_plwah_smaller),
         cmocka_unit_test(test_record_parse),
         cmocka_unit_test(test_queries_random),

@@ -70,7 +70,8 @@ struct cuda_builder {
     uint32_t *h_num;            /* Pinned copy of d_num. */
     void *d_temp;
     size_t temp_bytes;
-    cudaStream_t stream;
+    struct gpu_stream *gs;      /* The runtime's stream... */
+    cudaStream_t stream;        /* ...and its CUDA handle. */
     cudaEvent_t ev[4];
     uint32_t last_n;            /* Values resident on the device. */
 };
@@ -208,9 +209,7 @@ cuda_free_all(struct cuda_builder *c)
             cudaEventDestroy(c->ev[i]);
         }
     }
-    if (c->stream) {
-        cudaStreamDestroy(c->stream);
-    }
+    gpu_stream_destroy(c->gs);
     free(c);
 }
 
@@ -253,8 +252,11 @@ cuda_init(struct gpu_index_builder *b)
         error = CK(cudaMallocHost((void **) &c->h_num, 4 * sizeof *c->h_num));
     }
     if (!error) {
-        error = CK(cudaStreamCreateWithFlags(&c->stream,
-                                             cudaStreamNonBlocking));
+        error = gpu_stream_create(&c->gs);
+        c->stream = error ? 0 : (cudaStream_t) gpu_stream_native(c->gs);
+        if (!error && !c->stream) {
+            error = GPU_ERR_NO_DEVICE;
+        }
     }
     for (int i = 0; i < 4 && !error; i++) {
         error = CK(cudaEventCreate(&c->ev[i]));
