@@ -348,6 +348,18 @@ cuda_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
         error = CK(cudaGetLastError());
     }
     if (!error) {
+        /* The temporary storage was sized for n = max_rows over 32 bits;
+         * make sure that covers this size and bit count. */
+        size_t need = 0;
+
+        error = CK(cub::DeviceRadixSort::SortPairs(
+                       NULL, need, c->d_vals, c->d_svals, c->d_rid,
+                       c->d_srid, (int) n, 0, (int) bits, s));
+        if (!error && need > tb) {
+            return GPU_ERR_DEVICE_NOMEM;
+        }
+    }
+    if (!error) {
         error = CK(cub::DeviceRadixSort::SortPairs(
                        c->d_temp, tb, c->d_vals, c->d_svals, c->d_rid,
                        c->d_srid, (int) n, 0, (int) bits, s));
