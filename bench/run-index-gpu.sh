@@ -35,8 +35,10 @@ DD=$PWD/.devdeps-index/root
 FB=$PWD/.devdeps-index/fallback
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 NVCC=$CUDA/bin/nvcc
+# rpath-link: lets the linker resolve libpcap's libdbus (and, if the
+# machine lacks it, libdbus's libsystemd) from the carried copies.
 LIBDIRS="-L$DD/usr/lib/x86_64-linux-gnu -L$DD/lib/x86_64-linux-gnu \
- -L$CUDA/lib64"
+ -L$CUDA/lib64 -Wl,-rpath-link,$DD/lib/x86_64-linux-gnu:$DD/usr/lib/x86_64-linux-gnu:$FB/usr/lib/x86_64-linux-gnu:$FB/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH=$DD/usr/lib/x86_64-linux-gnu:$DD/lib/x86_64-linux-gnu:$CUDA/lib64:${LD_LIBRARY_PATH:-}
 
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
