@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -414,6 +415,47 @@ test_pinned_reuse(void **state)
         gpu_index_builder_destroy(b);
     }
     gpu_index_bitmaps_free(&p);
+    free(v);
+}
+
+/* The CPU and CUDA builders give the same bytes on a large skewed and a
+ * large uniform batch (test_build_random compares many small ones too).
+ * Skipped without a device. */
+static void
+test_cpu_vs_cuda(void **state)
+{
+    if (!have_cuda) {
+        printf("test-index: no CUDA device: CPU versus CUDA skipped\n");
+        skip();
+    }
+    uint32_t n = 3000017, *v = malloc(n * sizeof *v);
+    struct gpu_index_builder *c = make_builder(GPU_INDEX_BACKEND_CPU, n);
+    struct gpu_index_builder *g = make_builder(GPU_INDEX_BACKEND_CUDA, n);
+
+    for (int d = 0; d < 2; d++) {
+        struct rng r = case_rng(2024, d);
+
+        gen_values(&r, v, n, 65536, d ? D_SKEWED : D_UNIFORM);
+        for (int e = 0; e < 2; e++) {
+            struct gpu_index_bitmaps a, b;
+
+            gpu_index_bitmaps_init(&a);
+            gpu_index_bitmaps_init_pinned(&b);
+            assert_int_equal(gpu_index_build(c, v, n, 16, e, 0, &a, NULL),
+                             GPU_OK);
+            assert_int_equal(gpu_index_build(g, v, n, 16, e, 0, &b, NULL),
+                             GPU_OK);
+            if (!gpu_index_bitmaps_equal(&a, &b)) {
+                fail_msg("%s %s: CPU and CUDA differ", dist_names[d],
+                         gpu_index_encoding_name(e));
+            }
+            gpu_index_bitmaps_free(&a);
+            gpu_index_bitmaps_free(&b);
+        }
+    }
+    assert_int_equal(gpu_index_builder_fallbacks(g), 0);
+    gpu_index_builder_destroy(c);
+    gpu_index_builder_destroy(g);
     free(v);
 }
 
@@ -1207,6 +1249,70 @@ test_recorder_drops(void **state)
     rm_rf(tmpdir);
 }
 
+struct producer {
+    struct gpu_index_recorder *r;
+    int id;
+    int accepted;
+};
+
+static void *
+producer_thread(void *p_)
+{
+    struct producer *p = p_;
+    uint8_t frame[64] = { 0 };
+
+    for (int i = 0; i < 5000; i++) {
+        frame[20] = p->id;
+        p->accepted += gpu_index_recorder_submit(p->r, frame, sizeof frame,
+                                                 i * 1000ull, p->id);
+    }
+    return NULL;
+}
+
+/* Four threads submit at once: every packet is either recorded or
+ * counted as dropped, and the store holds exactly the recorded ones. */
+static void
+test_recorder_concurrent(void **state)
+{
+    struct gpu_index_recorder *r;
+    struct gpu_index_recorder_stats st;
+    struct producer p[4];
+    pthread_t th[4];
+    int accepted = 0;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 7000, 0, 1024, backends[n_backends - 1], 1);
+    for (int i = 0; i < 4; i++) {
+        p[i] = (struct producer) { r, i + 1, 0 };
+        pthread_create(&th[i], NULL, producer_thread, &p[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        accepted += p[i].accepted;
+    }
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: 4 producers, 20000 packets: %"PRIu64" recorded, "
+           "%"PRIu64" dropped\n", st.recorded, st.dropped);
+    assert_int_equal(st.submitted, 20000);
+    assert_int_equal(st.recorded, accepted);
+    assert_int_equal(st.recorded + st.dropped, 20000);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(store_query(tmpdir, "not ip4", NULL, NULL), accepted);
+    /* in_port is not in the pcap, only in the index: each producer's
+     * packets are found under its own. */
+    int64_t per = 0;
+    for (int i = 0; i < 4; i++) {
+        char q[32];
+
+        snprintf(q, sizeof q, "in_port=%d", i + 1);
+        per += store_query(tmpdir, q, NULL, NULL);
+    }
+    assert_int_equal(per, accepted);
+    rm_rf(tmpdir);
+}
+
 int
 main(void)
 {
@@ -1249,6 +1355,7 @@ main(void)
         cmocka_unit_test(test_check_refuses),
         cmocka_unit_test(test_build_random),
         cmocka_unit_test(test_pinned_reuse),
+        cmocka_unit_test(test_cpu_vs_cuda),
         cmocka_unit_test(test_plwah_smaller),
         cmocka_unit_test(test_record_parse),
         cmocka_unit_test(test_queries_random),
@@ -1258,6 +1365,7 @@ main(void)
         cmocka_unit_test(test_store_retention),
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_recorder_drops),
+        cmocka_unit_test(test_recorder_concurrent),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {
