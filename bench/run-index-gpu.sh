@@ -37,9 +37,12 @@ CUDA=${CUDA_HOME:-/usr/local/cuda}
 NVCC=$CUDA/bin/nvcc
 # rpath-link: lets the linker resolve libpcap's libdbus (and, if the
 # machine lacks it, libdbus's libsystemd) from the carried copies.
-LIBDIRS="-L$DD/usr/lib/x86_64-linux-gnu -L$DD/lib/x86_64-linux-gnu \
- -L$CUDA/lib64 -Wl,-rpath-link,$DD/lib/x86_64-linux-gnu:$DD/usr/lib/x86_64-linux-gnu:$FB/usr/lib/x86_64-linux-gnu:$FB/lib/x86_64-linux-gnu"
-export LD_LIBRARY_PATH=$DD/usr/lib/x86_64-linux-gnu:$DD/lib/x86_64-linux-gnu:$CUDA/lib64:${LD_LIBRARY_PATH:-}
+A=x86_64-linux-gnu
+DDLIB=$DD/usr/lib/$A:$DD/lib/$A
+FBLIB=$FB/usr/lib/$A:$FB/lib/$A
+LIBDIRS="-L$DD/usr/lib/$A -L$DD/lib/$A -L$CUDA/lib64 \
+ -Wl,-rpath-link,$DDLIB:$FBLIB"
+export LD_LIBRARY_PATH=$DDLIB:$CUDA/lib64:${LD_LIBRARY_PATH:-}
 
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 
@@ -81,7 +84,7 @@ log "built"
 # libpcap needs libdbus, which needs libsystemd: use the carried copies
 # only where the machine lacks a library.
 if ldd "$B/test-index" | grep -q "not found"; then
-    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$FB/usr/lib/x86_64-linux-gnu:$FB/lib/x86_64-linux-gnu
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$FBLIB
     log "using carried fallback libraries for:" \
         $(ldd "$B/test-index" | grep "not found" | awk '{print $1}')
 fi
@@ -96,8 +99,9 @@ for step in $steps; do
         GPU_INDEX_BACKEND=all timeout 150 "$B/test-index" \
             > "$OUT/test-index.log" 2>&1
         log "test-index (all backends) exit $?"
-        grep -E "SEED|backends|compared|PASSED|FAILED|ERROR|SKIP|CRoaring|refused|queries" \
+        grep -E "SEED|backends|compared|PASSED|FAILED|ERROR|SKIP" \
             "$OUT/test-index.log" | head -30
+        grep -E "CRoaring|refused|queries|producers" "$OUT/test-index.log"
         ;;&
     bench|all)
         log "benchmark"
