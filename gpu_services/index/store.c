@@ -1,0 +1,1083 @@
+/*
+ * The store: segments of a recording, each a pcap file written with
+ * libpcap and an index file, and the recorder that fills it.
+ *
+ * Files in the store's folder, for segment number N (16 digits, rising):
+ *
+ *   seg-N.pcap     the packets, nanosecond pcap, snaplen bytes of each.
+ *   seg-N.idx      written only once the pcap is complete and on disk:
+ *                  first to seg-N.idx.tmp, fsync'd, then renamed.  So a
+ *                  crash leaves either no index (the segment is reported
+ *                  as partial and skipped) or a whole one; and a damaged
+ *                  one fails its CRC and is refused, never served.
+ *
+ * Index file layout (little-endian):
+ *
+ *   0   "OVSGIDX1"
+ *   8   u32 version (1), u32 encoding, u32 n_rows, u32 n_attrs
+ *   24  u64 first_ts_ns, u64 last_ts_ns, u64 file size
+ *   48  16 bytes zero
+ *   64  n_attrs x { u32 attr, u32 n_keys, u32 n_words, u32 value_bits }
+ *       u64 pcap_offset[n_rows]          (row -> record in seg-N.pcap)
+ *       per attr: u32 keys[n_keys], u32 offsets[n_keys + 1],
+ *                 u32 words[n_words]
+ *   end u32 CRC32 (IEEE) of every byte before it, "GIDXEND\0"
+ *
+ * The recorder's caller only copies a packet into a slot of a bounded
+ * ring (a multi-producer queue with a sequence number per slot, after
+ * Vyukov); a full ring is a counted drop, never a wait.  One worker
+ * thread takes packets off, parses them, writes the pcap, and at the end
+ * of a segment builds its indexes and writes them, then applies the
+ * retention limits.
+ */
+#include <config.h>
+
+#include "gpu_services/index/index-private.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pcap/pcap.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IDX_MAGIC "OVSGIDX1"
+#define IDX_END "GIDXEND"
+#define IDX_VERSION 1
+#define IDX_HEADER 64
+#define IDX_TRAILER 12
+
+static void
+set_err(char *err, size_t size, const char *fmt, ...)
+{
+    va_list args;
+
+    if (err && size) {
+        va_start(args, fmt);
+        vsnprintf(err, size, fmt, args);
+        va_end(args);
+    }
+}
+
+/* ---- CRC32 (IEEE 802.3, reflected), table-driven. ---- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        }
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t
+crc32_buf(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+
+    pthread_once(&crc_once, crc_init);
+    while (n--) {
+        c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* ---- Index files. ---- */
+
+struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool failed;
+};
+
+static void
+put(struct wbuf *b, const void *data, size_t n)
+{
+    if (b->failed) {
+        return;
+    }
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        uint8_t *np;
+
+        while (cap < b->n + n) {
+            cap *= 2;
+        }
+        np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void
+put32(struct wbuf *b, uint32_t v)
+{
+    put(b, &v, 4);
+}
+
+static void
+put64(struct wbuf *b, uint64_t v)
+{
+    put(b, &v, 8);
+}
+
+static int
+fsync_dir_of(const char *path)
+{
+    char dir[1024];
+    char *slash;
+    int fd, error = 0;
+
+    snprintf(dir, sizeof dir, "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        error = fsync(fd);
+        close(fd);
+    }
+    return error;
+}
+
+int
+gpu_index_file_write(const char *path,
+                     const struct gpu_index_segment_index *seg,
+                     const uint64_t *pcap_offsets, uint64_t first_ts_ns,
+                     uint64_t last_ts_ns, char *err, size_t err_size)
+{
+    struct wbuf b = { NULL, 0, 0, false };
+    char tmp[1024];
+    uint64_t size = IDX_HEADER + IDX_TRAILER + 8ull * seg->n_rows;
+    uint8_t zero[16] = { 0 };
+    int a, fd, error = GPU_OK;
+    uint32_t crc;
+
+    for (a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        const struct gpu_index_bitmaps *bm = &seg->attrs[a];
+
+        size += 16 + 4ull * (2 * bm->n_keys + 1 + bm->n_words);
+    }
+    put(&b, IDX_MAGIC, 8);
+    put32(&b, IDX_VERSION);
+    put32(&b, seg->encoding);
+    put32(&b, seg->n_rows);
+    put32(&b, GPU_INDEX_N_ATTRS);
+    put64(&b, first_ts_ns);
+    put64(&b, last_ts_ns);
+    put64(&b, size);
+    put(&b, zero, 16);
+    for (a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        put32(&b, a);
+        put32(&b, seg->attrs[a].n_keys);
+        put32(&b, seg->attrs[a].n_words);
+        put32(&b, gpu_index_attr_bits(a));
+    }
+    put(&b, pcap_offsets, 8ull * seg->n_rows);
+    for (a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        const struct gpu_index_bitmaps *bm = &seg->attrs[a];
+        static const uint32_t zero_offset = 0;
+
+        put(&b, bm->keys, 4ull * bm->n_keys);
+        put(&b, bm->offsets ? bm->offsets : &zero_offset,
+            4ull * (bm->n_keys + 1));
+        put(&b, bm->words, 4ull * bm->n_words);
+    }
+    crc = crc32_buf(b.p, b.n);
+    put32(&b, crc);
+    put(&b, IDX_END, 8);
+    if (b.failed || b.n != size) {
+        free(b.p);
+        set_err(err, err_size, "%s: out of memory", path);
+        return GPU_ERR_NOMEM;
+    }
+
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        set_err(err, err_size, "%s: %s", tmp, strerror(errno));
+        free(b.p);
+        return GPU_ERR_INVALID;
+    }
+    for (size_t off = 0; off < b.n;) {
+        ssize_t w = write(fd, b.p + off, b.n - off);
+
+        if (w <= 0) {
+            set_err(err, err_size, "%s: %s", tmp, strerror(errno));
+            error = GPU_ERR_INVALID;
+            break;
+        }
+        off += w;
+    }
+    if (!error && fsync(fd)) {
+        set_err(err, err_size, "%s: fsync: %s", tmp, strerror(errno));
+        error = GPU_ERR_INVALID;
+    }
+    close(fd);
+    free(b.p);
+    if (!error && rename(tmp, path)) {
+        set_err(err, err_size, "%s: %s", path, strerror(errno));
+        error = GPU_ERR_INVALID;
+    }
+    if (error) {
+        unlink(tmp);
+    } else {
+        fsync_dir_of(path);
+    }
+    return error;
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+    uint32_t v;
+
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static uint64_t
+get64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+    return v;
+}
+
+int
+gpu_index_file_read(const char *path, struct gpu_index_segment_index *seg,
+                    uint64_t **pcap_offsets, uint64_t *first_ts_ns,
+                    uint64_t *last_ts_ns, char *err, size_t err_size)
+{
+    uint8_t *buf = NULL;
+    struct stat st;
+    uint64_t size, need, n_rows;
+    const uint8_t *p;
+    FILE *f;
+    int a, error = GPU_ERR_INVALID;
+
+    *pcap_offsets = NULL;
+    f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, err_size, "%s: %s", path, strerror(errno));
+        return GPU_ERR_NOT_FOUND;
+    }
+    if (fstat(fileno(f), &st) || st.st_size < IDX_HEADER + IDX_TRAILER) {
+        set_err(err, err_size, "%s: truncated (%lld bytes)", path,
+                (long long) st.st_size);
+        goto out;
+    }
+    size = st.st_size;
+    buf = malloc(size);
+    if (!buf) {
+        set_err(err, err_size, "%s: out of memory", path);
+        error = GPU_ERR_NOMEM;
+        goto out;
+    }
+    if (fread(buf, 1, size, f) != size) {
+        set_err(err, err_size, "%s: short read", path);
+        goto out;
+    }
+    if (memcmp(buf, IDX_MAGIC, 8) || get32(buf + 8) != IDX_VERSION) {
+        set_err(err, err_size, "%s: not an index file of version %d", path,
+                IDX_VERSION);
+        goto out;
+    }
+    if (get64(buf + 40) != size) {
+        set_err(err, err_size, "%s: truncated or extended: %"PRIu64
+                " bytes, header says %"PRIu64, path, size,
+                get64(buf + 40));
+        goto out;
+    }
+    if (memcmp(buf + size - 8, IDX_END, 8)
+        || crc32_buf(buf, size - IDX_TRAILER)
+           != get32(buf + size - IDX_TRAILER)) {
+        set_err(err, err_size, "%s: checksum mismatch (corrupted)", path);
+        goto out;
+    }
+    n_rows = get32(buf + 16);
+    if (get32(buf + 20) != GPU_INDEX_N_ATTRS || get32(buf + 12) > 1
+        || n_rows > GPU_INDEX_MAX_ROWS) {
+        set_err(err, err_size, "%s: unexpected attribute count, encoding "
+                "or row count", path);
+        goto out;
+    }
+    need = IDX_HEADER + IDX_TRAILER + 8 * n_rows;
+    p = buf + IDX_HEADER;
+    for (a = 0; a < GPU_INDEX_N_ATTRS; a++, p += 16) {
+        if (get32(p) != (uint32_t) a || get32(p + 4) > n_rows
+            || get32(p + 8) > 2 * n_rows) {
+            set_err(err, err_size, "%s: bad directory entry %d", path, a);
+            goto out;
+        }
+        need += 16 + 4ull * (2ull * get32(p + 4) + 1 + get32(p + 8));
+    }
+    if (need != size) {
+        set_err(err, err_size, "%s: sections do not add up", path);
+        goto out;
+    }
+
+    seg->n_rows = n_rows;
+    seg->encoding = get32(buf + 12);
+    *first_ts_ns = get64(buf + 24);
+    *last_ts_ns = get64(buf + 32);
+    *pcap_offsets = malloc((n_rows ? n_rows : 1) * 8);
+    if (!*pcap_offsets) {
+        error = GPU_ERR_NOMEM;
+        goto out;
+    }
+    memcpy(*pcap_offsets, p, 8 * n_rows);
+    const uint8_t *dir = buf + IDX_HEADER;
+    p += 8 * n_rows;
+    for (a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        struct gpu_index_bitmaps *bm = &seg->attrs[a];
+        uint32_t nk = get32(dir + 16 * a + 4), nw = get32(dir + 16 * a + 8);
+        char why[200];
+
+        if (gpu_index_bitmaps_reserve(bm, nk, nw)) {
+            error = GPU_ERR_NOMEM;
+            goto out;
+        }
+        bm->n_rows = n_rows;
+        bm->encoding = seg->encoding;
+        bm->n_keys = nk;
+        bm->n_words = nw;
+        memcpy(bm->keys, p, 4ull * nk);
+        p += 4ull * nk;
+        memcpy(bm->offsets, p, 4ull * (nk + 1));
+        p += 4ull * (nk + 1);
+        memcpy(bm->words, p, 4ull * nw);
+        p += 4ull * nw;
+        if (gpu_index_bitmaps_check(bm, why, sizeof why)) {
+            set_err(err, err_size, "%s: attribute %s: %s", path,
+                    gpu_index_attr_name(a), why);
+            goto out;
+        }
+    }
+    error = GPU_OK;
+
+out:
+    if (error) {
+        free(*pcap_offsets);
+        *pcap_offsets = NULL;
+    }
+    free(buf);
+    fclose(f);
+    return error;
+}
+
+/* ---- Segments in a folder. ---- */
+
+struct seg_entry {
+    uint64_t seq;
+    bool has_pcap, has_idx;
+    uint64_t pcap_bytes, idx_bytes;
+    time_t mtime;
+};
+
+static int
+cmp_seg(const void *a_, const void *b_)
+{
+    const struct seg_entry *a = a_, *b = b_;
+
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Lists the segments in 'dir', oldest first.  Returns their count or -1
+ * (errno set) if the folder cannot be read. */
+static int
+list_segments(const char *dir, struct seg_entry **segsp)
+{
+    struct seg_entry *segs = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    DIR *d = opendir(dir);
+
+    *segsp = NULL;
+    if (!d) {
+        return -1;
+    }
+    while ((de = readdir(d))) {
+        unsigned long long seq;
+        char suffix[16], path[1024];
+        struct stat st;
+        size_t i;
+
+        if (sscanf(de->d_name, "seg-%16llu.%15s", &seq, suffix) != 2
+            || (strcmp(suffix, "pcap") && strcmp(suffix, "idx"))) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (stat(path, &st)) {
+            continue;
+        }
+        for (i = 0; i < n && segs[i].seq != seq; i++) {
+            continue;
+        }
+        if (i == n) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                struct seg_entry *ns = realloc(segs, cap * sizeof *ns);
+                if (!ns) {
+                    break;
+                }
+                segs = ns;
+            }
+            memset(&segs[n], 0, sizeof segs[n]);
+            segs[n++].seq = seq;
+        }
+        if (!strcmp(suffix, "pcap")) {
+            segs[i].has_pcap = true;
+            segs[i].pcap_bytes = st.st_size;
+            segs[i].mtime = st.st_mtime;
+        } else {
+            segs[i].has_idx = true;
+            segs[i].idx_bytes = st.st_size;
+        }
+    }
+    closedir(d);
+    if (n) {
+        qsort(segs, n, sizeof *segs, cmp_seg);
+    }
+    *segsp = segs;
+    return n;
+}
+
+static void
+seg_path(char *buf, size_t size, const char *dir, uint64_t seq,
+         const char *suffix)
+{
+    snprintf(buf, size, "%s/seg-%016"PRIu64".%s", dir, seq, suffix);
+}
+
+/* ---- Queries over a store. ---- */
+
+/* Reads the pcap record at 'off': its header and up to 'max' bytes. */
+static bool
+read_packet(FILE *f, uint64_t off, struct pcap_pkthdr *h, uint8_t *data,
+            uint32_t max)
+{
+    uint32_t hdr[4];
+
+    if (fseeko(f, off, SEEK_SET) || fread(hdr, 4, 4, f) != 4
+        || hdr[2] > max || hdr[2] > hdr[3]) {
+        return false;
+    }
+    h->ts.tv_sec = hdr[0];
+    h->ts.tv_usec = hdr[1];     /* Nanoseconds: the file's precision. */
+    h->caplen = hdr[2];
+    h->len = hdr[3];
+    return fread(data, 1, hdr[2], f) == hdr[2];
+}
+
+int64_t
+gpu_index_store_query(const char *dir, const char *expr, FILE *out,
+                      const char *pcap_path, uint64_t limit,
+                      unsigned int *n_skipped, char *err, size_t err_size)
+{
+    struct gpu_index_query *q;
+    struct seg_entry *segs;
+    pcap_t *dead = NULL;
+    pcap_dumper_t *dumper = NULL;
+    uint8_t *data = NULL;
+    unsigned int skipped = 0;
+    int64_t matches = 0;
+    int n, i, error;
+    const uint32_t max_cap = 262144;
+
+    if (n_skipped) {
+        *n_skipped = 0;
+    }
+    error = gpu_index_query_parse(expr, &q, err, err_size);
+    if (error) {
+        return error;
+    }
+    n = list_segments(dir, &segs);
+    if (n < 0) {
+        set_err(err, err_size, "%s: %s", dir, strerror(errno));
+        gpu_index_query_destroy(q);
+        return GPU_ERR_NOT_FOUND;
+    }
+    data = malloc(max_cap);
+    if (!data) {
+        error = GPU_ERR_NOMEM;
+        goto out;
+    }
+    if (pcap_path) {
+        dead = pcap_open_dead_with_tstamp_precision(
+            DLT_EN10MB, max_cap, PCAP_TSTAMP_PRECISION_NANO);
+        dumper = dead ? pcap_dump_open(dead, pcap_path) : NULL;
+        if (!dumper) {
+            set_err(err, err_size, "%s: %s", pcap_path,
+                    dead ? pcap_geterr(dead) : "pcap_open_dead failed");
+            error = GPU_ERR_INVALID;
+            goto out;
+        }
+    }
+    for (i = 0; i < n && (!limit || (uint64_t) matches < limit); i++) {
+        struct gpu_index_segment_index seg;
+        uint64_t *offs, t0, t1;
+        char path[1024], why[512];
+        uint32_t *rows;
+        size_t n_rows, r;
+        FILE *pf;
+
+        if (!segs[i].has_idx || !segs[i].has_pcap) {
+            skipped++;
+            if (out) {
+                fprintf(out, "segment %"PRIu64": %s, skipped\n", segs[i].seq,
+                        segs[i].has_pcap
+                        ? "no index (being written, or left by a crash)"
+                        : "no pcap");
+            }
+            continue;
+        }
+        gpu_index_segment_index_init(&seg);
+        seg_path(path, sizeof path, dir, segs[i].seq, "idx");
+        if (gpu_index_file_read(path, &seg, &offs, &t0, &t1, why,
+                                sizeof why)) {
+            skipped++;
+            if (out) {
+                fprintf(out, "segment %"PRIu64": index refused: %s\n",
+                        segs[i].seq, why);
+            }
+            gpu_index_segment_index_free(&seg);
+            continue;
+        }
+        error = gpu_index_query_eval(q, &seg, &rows, &n_rows);
+        gpu_index_segment_index_free(&seg);
+        if (error) {
+            free(offs);
+            goto out;
+        }
+        seg_path(path, sizeof path, dir, segs[i].seq, "pcap");
+        pf = fopen(path, "rb");
+        for (r = 0; pf && r < n_rows
+             && (!limit || (uint64_t) matches < limit); r++) {
+            struct pcap_pkthdr h;
+            struct gpu_index_record rec;
+
+            if (!read_packet(pf, offs[rows[r]], &h, data, max_cap)) {
+                if (out) {
+                    fprintf(out, "segment %"PRIu64": row %"PRIu32
+                            " unreadable in the pcap\n", segs[i].seq,
+                            rows[r]);
+                }
+                continue;
+            }
+            if (out) {
+                char line[256];
+
+                gpu_index_record_from_frame(
+                    &rec, data, h.caplen, h.len,
+                    h.ts.tv_sec * 1000000000ull + h.ts.tv_usec, 0);
+                gpu_index_record_format(&rec, line, sizeof line);
+                fprintf(out, "%s\n", line);
+            }
+            if (dumper) {
+                pcap_dump((u_char *) dumper, &h, data);
+            }
+            matches++;
+        }
+        if (!pf) {
+            skipped++;
+        } else {
+            fclose(pf);
+        }
+        free(rows);
+        free(offs);
+    }
+    error = GPU_OK;
+
+out:
+    if (dumper) {
+        pcap_dump_close(dumper);
+    }
+    if (dead) {
+        pcap_close(dead);
+    }
+    free(data);
+    free(segs);
+    gpu_index_query_destroy(q);
+    if (n_skipped) {
+        *n_skipped = skipped;
+    }
+    return error ? error : matches;
+}
+
+/* ---- The recorder. ---- */
+
+struct slot {
+    atomic_size_t seq;
+    uint64_t ts_ns;
+    uint32_t in_port, len, caplen;
+};
+
+struct gpu_index_recorder {
+    struct gpu_index_recorder_config cfg;
+    char *dir;
+    struct gpu_index_builder *builder;
+    struct gpu_index_segment_index seg;     /* Reused by every segment. */
+
+    /* Staging ring. */
+    struct slot *slots;
+    uint8_t *data;              /* ring_slots x snaplen. */
+    size_t mask;
+    atomic_size_t enq;
+    size_t deq;                 /* Worker only. */
+
+    /* Worker. */
+    pthread_t thread;
+    atomic_bool stop, paused;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    uint64_t flush_req, flush_done;
+    int flush_error;
+
+    /* The open segment (worker only). */
+    uint64_t seq;
+    pcap_t *dead;
+    pcap_dumper_t *dumper;
+    struct gpu_index_record *recs;
+    uint64_t *offs;
+    uint32_t n_recs, recs_cap;
+    uint64_t seg_first_ts;
+    time_t seg_opened;
+
+    /* Counters (atomic). */
+    uint64_t submitted, dropped, recorded, segments_written,
+             segments_deleted, pcap_bytes, index_bytes, build_ns,
+             build_rows;
+};
+
+void
+gpu_index_recorder_config_init(struct gpu_index_recorder_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->backend = GPU_INDEX_BACKEND_AUTO;
+    cfg->encoding = GPU_INDEX_PLWAH;
+    cfg->snaplen = 256;
+    cfg->segment_packets = 1u << 20;
+    cfg->ring_slots = 65536;
+}
+
+static void
+add(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+bool
+gpu_index_recorder_submit(struct gpu_index_recorder *r,
+                          const uint8_t *frame, uint32_t len,
+                          uint64_t ts_ns, uint32_t in_port)
+{
+    size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
+    struct slot *s;
+
+    add(&r->submitted, 1);
+    for (;;) {
+        size_t seq;
+        intptr_t diff;
+
+        s = &r->slots[pos & r->mask];
+        seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        diff = (intptr_t) seq - (intptr_t) pos;
+        if (diff == 0) {
+            if (atomic_compare_exchange_weak_explicit(
+                    &r->enq, &pos, pos + 1, memory_order_relaxed,
+                    memory_order_relaxed)) {
+                break;
+            }
+        } else if (diff < 0) {
+            add(&r->dropped, 1);    /* Full: the worker is behind. */
+            return false;
+        } else {
+            pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
+        }
+    }
+    s->ts_ns = ts_ns;
+    s->in_port = in_port;
+    s->len = len;
+    s->caplen = len < r->cfg.snaplen ? len : r->cfg.snaplen;
+    memcpy(r->data + (pos & r->mask) * r->cfg.snaplen, frame, s->caplen);
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+    return true;
+}
+
+static void
+apply_retention(struct gpu_index_recorder *r)
+{
+    struct seg_entry *segs;
+    uint64_t total = 0, pcap = 0, idx = 0;
+    time_t now = time(NULL);
+    int n = list_segments(r->dir, &segs), i;
+
+    if (n < 0) {
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        total += segs[i].pcap_bytes + segs[i].idx_bytes;
+    }
+    for (i = 0; i < n; i++) {
+        bool old = (r->cfg.retention_seconds && segs[i].has_pcap
+                    && now - segs[i].mtime
+                       > (time_t) r->cfg.retention_seconds);
+        bool big = r->cfg.retention_bytes && total > r->cfg.retention_bytes;
+        char path[1024];
+
+        /* Never the segment being written. */
+        if ((!old && !big) || (r->dumper && segs[i].seq == r->seq)) {
+            pcap += segs[i].pcap_bytes;
+            idx += segs[i].idx_bytes;
+            continue;
+        }
+        /* The index first: a crash in between leaves a pcap without an
+         * index, which queries report and skip. */
+        seg_path(path, sizeof path, r->dir, segs[i].seq, "idx");
+        unlink(path);
+        seg_path(path, sizeof path, r->dir, segs[i].seq, "pcap");
+        unlink(path);
+        total -= segs[i].pcap_bytes + segs[i].idx_bytes;
+        add(&r->segments_deleted, 1);
+    }
+    __atomic_store_n(&r->pcap_bytes, pcap, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->index_bytes, idx, __ATOMIC_RELAXED);
+    free(segs);
+}
+
+static int
+close_segment(struct gpu_index_recorder *r)
+{
+    struct gpu_index_segment_index *seg = &r->seg;
+    char path[1024], err[512];
+    FILE *f;
+    int error;
+    double t0;
+
+    if (!r->dumper) {
+        return GPU_OK;
+    }
+    /* The pcap is complete and on disk before its index exists. */
+    f = pcap_dump_file(r->dumper);
+    pcap_dump_flush(r->dumper);
+    fsync(fileno(f));
+    pcap_dump_close(r->dumper);
+    pcap_close(r->dead);
+    r->dumper = NULL;
+    r->dead = NULL;
+
+    t0 = gpu_index_now_ms();
+    error = gpu_index_segment_index_build(r->builder, r->recs, r->n_recs,
+                                          r->cfg.encoding, seg);
+    add(&r->build_ns, (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
+    add(&r->build_rows, r->n_recs);
+    if (!error) {
+        seg_path(path, sizeof path, r->dir, r->seq, "idx");
+        error = gpu_index_file_write(path, seg, r->offs, r->seg_first_ts,
+                                     r->n_recs
+                                     ? r->recs[r->n_recs - 1].ts_ns : 0,
+                                     err, sizeof err);
+        if (error) {
+            fprintf(stderr, "gpu-index: %s\n", err);
+        }
+    }
+    if (!error) {
+        add(&r->segments_written, 1);
+    }
+    r->n_recs = 0;
+    apply_retention(r);
+    return error;
+}
+
+static int
+open_segment(struct gpu_index_recorder *r, uint64_t ts_ns)
+{
+    char path[1024];
+
+    r->seq++;
+    seg_path(path, sizeof path, r->dir, r->seq, "pcap");
+    r->dead = pcap_open_dead_with_tstamp_precision(
+        DLT_EN10MB, r->cfg.snaplen, PCAP_TSTAMP_PRECISION_NANO);
+    if (!r->dead) {
+        return GPU_ERR_NOMEM;
+    }
+    r->dumper = pcap_dump_open(r->dead, path);
+    if (!r->dumper) {
+        fprintf(stderr, "gpu-index: %s: %s\n", path, pcap_geterr(r->dead));
+        pcap_close(r->dead);
+        r->dead = NULL;
+        return GPU_ERR_INVALID;
+    }
+    r->n_recs = 0;
+    r->seg_first_ts = ts_ns;
+    r->seg_opened = time(NULL);
+    return GPU_OK;
+}
+
+static void
+record_one(struct gpu_index_recorder *r, const struct slot *s,
+           const uint8_t *data)
+{
+    struct pcap_pkthdr h;
+    struct gpu_index_record *rec;
+
+    if (r->dumper && r->cfg.segment_seconds
+        && s->ts_ns >= r->seg_first_ts
+                       + r->cfg.segment_seconds * 1000000000ull) {
+        close_segment(r);
+    }
+    if (!r->dumper && open_segment(r, s->ts_ns)) {
+        add(&r->dropped, 1);
+        return;
+    }
+    if (r->n_recs == r->recs_cap) {
+        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
+        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
+        uint64_t *no = realloc(r->offs, cap * sizeof *no);
+
+        r->recs = nr ? nr : r->recs;
+        r->offs = no ? no : r->offs;
+        if (!nr || !no) {
+            add(&r->dropped, 1);
+            return;
+        }
+        r->recs_cap = cap;
+    }
+    rec = &r->recs[r->n_recs];
+    gpu_index_record_from_frame(rec, data, s->caplen, s->len, s->ts_ns,
+                                s->in_port);
+    r->offs[r->n_recs] = pcap_dump_ftell64(r->dumper);
+    rec->pcap_offset = r->offs[r->n_recs];
+    r->n_recs++;
+    h.ts.tv_sec = s->ts_ns / 1000000000u;
+    h.ts.tv_usec = s->ts_ns % 1000000000u;
+    h.caplen = s->caplen;
+    h.len = s->len;
+    pcap_dump((u_char *) r->dumper, &h, data);
+    add(&r->recorded, 1);
+    if (r->n_recs >= r->cfg.segment_packets) {
+        close_segment(r);
+    }
+}
+
+static void *
+worker(void *r_)
+{
+    struct gpu_index_recorder *r = r_;
+
+    for (;;) {
+        int got = 0;
+
+        while (!atomic_load(&r->paused) && got < 4096) {
+            struct slot *s = &r->slots[r->deq & r->mask];
+            size_t seq = atomic_load_explicit(&s->seq,
+                                              memory_order_acquire);
+
+            if (seq != r->deq + 1) {
+                break;
+            }
+            record_one(r, s, r->data + (r->deq & r->mask) * r->cfg.snaplen);
+            atomic_store_explicit(&s->seq, r->deq + r->mask + 1,
+                                  memory_order_release);
+            r->deq++;
+            got++;
+        }
+        if (got) {
+            continue;
+        }
+        pthread_mutex_lock(&r->mutex);
+        if (r->flush_req != r->flush_done || atomic_load(&r->stop)) {
+            uint64_t req = r->flush_req;
+
+            pthread_mutex_unlock(&r->mutex);
+            int error = close_segment(r);
+            pthread_mutex_lock(&r->mutex);
+            r->flush_error = error;
+            r->flush_done = req;
+            pthread_cond_broadcast(&r->cond);
+            if (atomic_load(&r->stop)) {
+                pthread_mutex_unlock(&r->mutex);
+                return NULL;
+            }
+        }
+        pthread_mutex_unlock(&r->mutex);
+        if (r->dumper && r->cfg.segment_seconds
+            && time(NULL) - r->seg_opened
+               > (time_t) r->cfg.segment_seconds) {
+            close_segment(r);
+        }
+        usleep(200);
+    }
+}
+
+int
+gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
+                          struct gpu_index_recorder **rp, char *err,
+                          size_t err_size)
+{
+    struct gpu_index_recorder *r;
+    struct seg_entry *segs;
+    char why[256];
+    size_t slots = 1;
+    int n, error;
+
+    *rp = NULL;
+    if (!cfg->dir || !*cfg->dir || cfg->snaplen < 64
+        || cfg->snaplen > 262144 || cfg->segment_packets == 0
+        || cfg->segment_packets > GPU_INDEX_MAX_ROWS
+        || cfg->ring_slots == 0 || cfg->ring_slots > (1u << 24)) {
+        set_err(err, err_size, "bad recorder configuration (folder, "
+                "snaplen 64..262144, segment packets 1..2^30, ring slots "
+                "1..2^24)");
+        return GPU_ERR_INVALID;
+    }
+    if (mkdir(cfg->dir, 0755) && errno != EEXIST) {
+        set_err(err, err_size, "%s: %s", cfg->dir, strerror(errno));
+        return GPU_ERR_INVALID;
+    }
+    r = calloc(1, sizeof *r);
+    if (!r) {
+        return GPU_ERR_NOMEM;
+    }
+    r->cfg = *cfg;
+    r->dir = strdup(cfg->dir);
+    while (slots < cfg->ring_slots) {
+        slots *= 2;
+    }
+    r->mask = slots - 1;
+    r->slots = calloc(slots, sizeof *r->slots);
+    r->data = malloc(slots * cfg->snaplen);
+    if (!r->dir || !r->slots || !r->data) {
+        error = GPU_ERR_NOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < slots; i++) {
+        atomic_init(&r->slots[i].seq, i);
+    }
+    error = gpu_index_builder_create(cfg->backend, cfg->segment_packets,
+                                     &r->builder, why, sizeof why);
+    if (error) {
+        set_err(err, err_size, "index builder: %s (%s)",
+                gpu_status_string(error), why);
+        goto fail;
+    }
+    /* The indexes' arrays are reused segment after segment; pinned, the
+     * CUDA builder copies them out at full PCIe rate. */
+    gpu_index_segment_index_init(&r->seg);
+    for (int a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        r->seg.attrs[a].pinned = (gpu_index_builder_backend(r->builder)
+                                  == GPU_INDEX_BACKEND_CUDA);
+    }
+    /* Go on after the newest segment already there. */
+    n = list_segments(r->dir, &segs);
+    if (n > 0) {
+        r->seq = segs[n - 1].seq;
+    }
+    free(segs);
+    pthread_mutex_init(&r->mutex, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    if (pthread_create(&r->thread, NULL, worker, r)) {
+        set_err(err, err_size, "cannot start the worker thread");
+        error = GPU_ERR_NOMEM;
+        gpu_index_builder_destroy(r->builder);
+        goto fail;
+    }
+    *rp = r;
+    return GPU_OK;
+
+fail:
+    free(r->dir);
+    free(r->slots);
+    free(r->data);
+    free(r);
+    return error;
+}
+
+int
+gpu_index_recorder_flush(struct gpu_index_recorder *r)
+{
+    int error;
+
+    pthread_mutex_lock(&r->mutex);
+    uint64_t want = ++r->flush_req;
+    while (r->flush_done < want) {
+        pthread_cond_wait(&r->cond, &r->mutex);
+    }
+    error = r->flush_error;
+    pthread_mutex_unlock(&r->mutex);
+    return error;
+}
+
+void
+gpu_index_recorder_pause(struct gpu_index_recorder *r, bool pause)
+{
+    atomic_store(&r->paused, pause);
+}
+
+void
+gpu_index_recorder_destroy(struct gpu_index_recorder *r)
+{
+    if (!r) {
+        return;
+    }
+    atomic_store(&r->paused, false);
+    gpu_index_recorder_flush(r);
+    atomic_store(&r->stop, true);
+    pthread_join(r->thread, NULL);
+    gpu_index_builder_destroy(r->builder);
+    gpu_index_segment_index_free(&r->seg);
+    pthread_mutex_destroy(&r->mutex);
+    pthread_cond_destroy(&r->cond);
+    free(r->recs);
+    free(r->offs);
+    free(r->slots);
+    free(r->data);
+    free(r->dir);
+    free(r);
+}
+
+void
+gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
+                             struct gpu_index_recorder_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->submitted = __atomic_load_n(&r->submitted, __ATOMIC_RELAXED);
+    s->dropped = __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
+    s->recorded = __atomic_load_n(&r->recorded, __ATOMIC_RELAXED);
+    s->segments_written = __atomic_load_n(&r->segments_written,
+                                          __ATOMIC_RELAXED);
+    s->segments_deleted = __atomic_load_n(&r->segments_deleted,
+                                          __ATOMIC_RELAXED);
+    s->pcap_bytes = __atomic_load_n(&r->pcap_bytes, __ATOMIC_RELAXED);
+    s->index_bytes = __atomic_load_n(&r->index_bytes, __ATOMIC_RELAXED);
+    s->build_ns = __atomic_load_n(&r->build_ns, __ATOMIC_RELAXED);
+    s->build_rows = __atomic_load_n(&r->build_rows, __ATOMIC_RELAXED);
+    snprintf(s->backend, sizeof s->backend, "%s",
+             gpu_index_builder_describe(r->builder));
+}

@@ -1,0 +1,1380 @@
+/*
+ * Tests of gpu_services/index/: the builders against a brute-force
+ * picture of the bit columns (through the reference decoder), the CPU and
+ * CUDA builders against each other byte for byte, hand-made words that
+ * pin the encoding (and the seed's printed off-by-one), queries on the
+ * compressed columns against a scan of the records, CRoaring as an
+ * independent oracle, frame parsing on truncated frames, the query
+ * syntax errors, and the store: rotation, retention, damaged and partial
+ * segments, and drops when the worker falls behind.
+ *
+ * Environment:
+ *   GPU_TEST_SEED       master seed (decimal or 0x hex); else time-based.
+ *                       Always printed; a failure prints it again.
+ *   GPU_INDEX_BACKEND   cpu | cuda | all (default: every backend usable
+ *                       here).  "cuda" without a device fails; the CPU
+ *                       versus CUDA comparison is skipped, saying so,
+ *                       without one.
+ *   GPU_TEST_FILTER     run only tests whose names match this pattern.
+ */
+#include <config.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <pcap/pcap.h>
+
+#ifdef HAVE_ROARING
+#include <roaring/roaring.h>
+#endif
+
+#include "gpu_services/index/gpu-index.h"
+
+static uint64_t master_seed;
+static enum gpu_index_backend backends[2];
+static int n_backends;
+static bool have_cuda;
+
+/* ---- Random numbers (splitmix64). ---- */
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t
+rng_next(struct rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t
+rng_below(struct rng *r, uint32_t n)
+{
+    return n ? rng_next(r) % n : 0;
+}
+
+static struct rng
+case_rng(uint64_t a, uint64_t b)
+{
+    struct rng r = { master_seed ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+
+    rng_next(&r);
+    return r;
+}
+
+/* ---- Values. ---- */
+
+enum dist {
+    D_UNIFORM,                  /* Uniform over the cardinality. */
+    D_SKEWED,                   /* Zipf-like: a few values dominate. */
+    D_RUNS,                     /* Long runs of one value. */
+    D_SPARSE,                   /* One value, rarely another. */
+    D_WIDE,                     /* Random 32-bit values (hash path). */
+    N_DISTS
+};
+
+static const char *dist_names[] = {
+    "uniform", "skewed", "runs", "sparse", "wide"
+};
+
+static void
+gen_values(struct rng *r, uint32_t *v, uint32_t n, uint32_t card,
+           enum dist d)
+{
+    uint32_t i, cur = 0, left = 0;
+
+    for (i = 0; i < n; i++) {
+        switch (d) {
+        case D_UNIFORM:
+            v[i] = rng_below(r, card);
+            break;
+        case D_SKEWED: {
+            /* 1/(k+1)-ish: square a uniform fraction. */
+            double u = (rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+            v[i] = (uint32_t) (u * u * u * card) % card;
+            break;
+        }
+        case D_RUNS:
+            if (!left) {
+                cur = rng_below(r, card);
+                left = 1 + rng_below(r, 200);
+            }
+            left--;
+            v[i] = cur;
+            break;
+        case D_SPARSE:
+            v[i] = rng_below(r, 500) ? 7 : rng_below(r, card);
+            break;
+        case D_WIDE:
+            v[i] = rng_below(r, 8) ? (uint32_t) rng_next(r)
+                                   : 0xffffffffu - rng_below(r, 3);
+            break;
+        default:
+            v[i] = 0;
+        }
+    }
+}
+
+static unsigned int
+bits_for(const uint32_t *v, uint32_t n)
+{
+    uint32_t max = 0, i;
+    unsigned int b = 1;
+
+    for (i = 0; i < n; i++) {
+        max = v[i] > max ? v[i] : max;
+    }
+    while (b < 32 && (max >> b)) {
+        b++;
+    }
+    return b;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Checks 'bm' against the values it was built from: the keys are the
+ * sorted distinct values, and column i decodes to exactly the rows whose
+ * value is keys[i]. */
+static void
+check_against_values(const struct gpu_index_bitmaps *bm, const uint32_t *v,
+                     uint32_t n, const char *what)
+{
+    uint32_t *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    uint32_t *rows = malloc((n ? n : 1) * sizeof *rows);
+    uint32_t n_keys = 0, i, k;
+    char err[200];
+
+    assert_non_null(sorted);
+    assert_non_null(rows);
+    memcpy(sorted, v, n * sizeof *v);
+    qsort(sorted, n, sizeof *sorted, cmp_u32);
+    for (i = 0; i < n; i++) {
+        if (!i || sorted[i] != sorted[i - 1]) {
+            sorted[n_keys++] = sorted[i];
+        }
+    }
+    if (gpu_index_bitmaps_check(bm, err, sizeof err)) {
+        fail_msg("%s: check: %s", what, err);
+    }
+    assert_int_equal(bm->n_rows, n);
+    assert_int_equal(bm->n_keys, n_keys);
+    for (k = 0; k < n_keys; k++) {
+        int64_t got;
+        uint32_t m = 0;
+
+        assert_int_equal(bm->keys[k], sorted[k]);
+        got = gpu_index_decode_column(bm, k, rows, n);
+        assert_true(got >= 0);
+        for (i = 0; i < n; i++) {
+            if (v[i] == sorted[k]) {
+                if (m >= got || rows[m] != i) {
+                    fail_msg("%s: column %"PRIu32" (value %"PRIu32"): row "
+                             "%"PRIu32" missing", what, k, sorted[k], i);
+                }
+                m++;
+            }
+        }
+        assert_int_equal(m, got);
+    }
+    free(sorted);
+    free(rows);
+}
+
+static struct gpu_index_builder *
+make_builder(enum gpu_index_backend be, uint32_t max_rows)
+{
+    struct gpu_index_builder *b;
+    char why[200];
+    int error = gpu_index_builder_create(be, max_rows, &b, why, sizeof why);
+
+    if (error) {
+        fail_msg("builder %s: %s (%s)", gpu_index_backend_name(be),
+                 gpu_status_string(error), why);
+    }
+    return b;
+}
+
+/* ---- Hand-made words. ---- */
+
+static void
+test_encoding_words(void **state)
+{
+    /* Value 5 at rows 0, 40 and 99; value 9 only at row 93 (chunk 3,
+     * bit 0: its column starts with a fill of 3 chunks, where the seed's
+     * printed Algorithm 4 gives 2); value 1 everywhere else. */
+    uint32_t v[100];
+    static const uint32_t wah5[] = { 0x80000001, 0x80000200, 1, 0x80000040 };
+    static const uint32_t wah9[] = { 3, 0x80000001 };
+    static const uint32_t pl5[] = { 0x80000001, 0x80000200,
+                                    1 | (7u << 25) };
+    static const uint32_t pl9[] = { 3 | (1u << 25) };
+
+    for (int i = 0; i < 100; i++) {
+        v[i] = 1;
+    }
+    v[0] = v[40] = v[99] = 5;
+    v[93] = 9;
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_index_builder *b = make_builder(backends[bi], 1000);
+
+        for (int e = 0; e < 2; e++) {
+            struct gpu_index_bitmaps bm;
+            const uint32_t *w5 = e ? pl5 : wah5, *w9 = e ? pl9 : wah9;
+            size_t n5 = e ? 3 : 4, n9 = e ? 1 : 2;
+
+            gpu_index_bitmaps_init(&bm);
+            assert_int_equal(gpu_index_build(b, v, 100, 4, e, 0, &bm, NULL),
+                             GPU_OK);
+            assert_int_equal(bm.n_keys, 3);
+            assert_int_equal(bm.keys[0], 1);
+            assert_int_equal(bm.keys[1], 5);
+            assert_int_equal(bm.keys[2], 9);
+            assert_int_equal(bm.offsets[2] - bm.offsets[1], n5);
+            assert_memory_equal(bm.words + bm.offsets[1], w5,
+                                n5 * sizeof *w5);
+            assert_int_equal(bm.offsets[3] - bm.offsets[2], n9);
+            assert_memory_equal(bm.words + bm.offsets[2], w9,
+                                n9 * sizeof *w9);
+            check_against_values(&bm, v, 100, "hand");
+            gpu_index_bitmaps_free(&bm);
+        }
+        /* A value too wide for value_bits is refused. */
+        struct gpu_index_bitmaps bm;
+        gpu_index_bitmaps_init(&bm);
+        if (backends[bi] == GPU_INDEX_BACKEND_CUDA) {
+            /* A resident re-run (the benchmark's kernel-only mode) finds
+             * the same sizes without copying anything. */
+            struct gpu_index_build_times t;
+            uint32_t nk, nw;
+
+            assert_int_equal(gpu_index_build(b, v, 100, 4, 1, 0, &bm, &t),
+                             GPU_OK);
+            nk = bm.n_keys;
+            nw = bm.n_words;
+            bm.n_keys = bm.n_words = 0;
+            assert_int_equal(gpu_index_build(b, NULL, 100, 4, 1,
+                                             GPU_INDEX_BUILD_RESIDENT, &bm,
+                                             &t), GPU_OK);
+            assert_int_equal(bm.n_keys, nk);
+            assert_int_equal(bm.n_words, nw);
+            assert_true(t.kernel_ms > 0);
+        }
+        assert_int_equal(gpu_index_build(b, v, 100, 3, 0, 0, &bm, NULL),
+                         GPU_ERR_INVALID);
+        assert_int_equal(gpu_index_build(b, v, 1001, 4, 0, 0, &bm, NULL),
+                         GPU_ERR_INVALID);
+        gpu_index_bitmaps_free(&bm);
+        gpu_index_builder_destroy(b);
+    }
+}
+
+/* The checker refuses damaged columns. */
+static void
+test_check_refuses(void **state)
+{
+    uint32_t v[70];
+    struct gpu_index_bitmaps bm;
+    struct gpu_index_builder *b = make_builder(GPU_INDEX_BACKEND_CPU, 100);
+    char err[200];
+
+    for (int i = 0; i < 70; i++) {
+        v[i] = i % 3;
+    }
+    gpu_index_bitmaps_init(&bm);
+    assert_int_equal(gpu_index_build(b, v, 70, 2, GPU_INDEX_WAH, 0, &bm,
+                                     NULL), GPU_OK);
+    assert_int_equal(gpu_index_bitmaps_check(&bm, err, sizeof err), GPU_OK);
+    bm.words[0] ^= 1;           /* Moves a row to another column. */
+    assert_int_equal(gpu_index_bitmaps_check(&bm, err, sizeof err),
+                     GPU_ERR_INVALID);
+    bm.words[0] ^= 1;
+    bm.words[1] = 5;            /* A fill past the end. */
+    assert_int_equal(gpu_index_bitmaps_check(&bm, err, sizeof err),
+                     GPU_ERR_INVALID);
+    gpu_index_bitmaps_free(&bm);
+    gpu_index_builder_destroy(b);
+}
+
+/* ---- Builders on random data. ---- */
+
+static void
+test_build_random(void **state)
+{
+    static const uint32_t sizes[] = { 0, 1, 30, 31, 32, 62, 63, 1000,
+                                      4097, 100003 };
+    static const uint32_t cards[] = { 1, 2, 31, 256, 4096, 65536 };
+    uint32_t max_n = 100003;
+    uint32_t *v = malloc(max_n * sizeof *v);
+    struct gpu_index_builder *bs[2];
+    int n_cases = 0, n_compared = 0;
+
+    assert_non_null(v);
+    for (int bi = 0; bi < n_backends; bi++) {
+        bs[bi] = make_builder(backends[bi], max_n);
+    }
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        for (size_t ci = 0; ci < sizeof cards / sizeof cards[0]; ci++) {
+            for (int d = 0; d < N_DISTS; d++) {
+                struct rng r = case_rng(si * 100 + ci, d);
+                uint32_t n = sizes[si];
+                unsigned int bits;
+
+                if (d == D_WIDE && ci) {
+                    continue;
+                }
+                gen_values(&r, v, n, cards[ci], d);
+                bits = bits_for(v, n);
+                for (int e = 0; e < 2; e++) {
+                    struct gpu_index_bitmaps bm[2];
+                    char what[160];
+
+                    snprintf(what, sizeof what, "n=%"PRIu32" card=%"PRIu32
+                             " %s %s", n, cards[ci], dist_names[d],
+                             gpu_index_encoding_name(e));
+                    for (int bi = 0; bi < n_backends; bi++) {
+                        gpu_index_bitmaps_init(&bm[bi]);
+                        if (gpu_index_build(bs[bi], v, n, bits, e, 0,
+                                            &bm[bi], NULL)) {
+                            fail_msg("%s: build failed on %s", what,
+                                     gpu_index_backend_name(backends[bi]));
+                        }
+                        check_against_values(&bm[bi], v, n, what);
+                    }
+                    if (n_backends == 2) {
+                        if (!gpu_index_bitmaps_equal(&bm[0], &bm[1])) {
+                            fail_msg("%s: CPU and CUDA indexes differ",
+                                     what);
+                        }
+                        n_compared++;
+                    }
+                    for (int bi = 0; bi < n_backends; bi++) {
+                        gpu_index_bitmaps_free(&bm[bi]);
+                    }
+                    n_cases++;
+                }
+            }
+        }
+    }
+    printf("test-index: %d build cases, %d compared CPU against CUDA%s\n",
+           n_cases, n_compared,
+           n_backends == 2 ? "" : " (skipped: one backend here)");
+    for (int bi = 0; bi < n_backends; bi++) {
+        assert_int_equal(gpu_index_builder_fallbacks(bs[bi]), 0);
+        gpu_index_builder_destroy(bs[bi]);
+    }
+    free(v);
+}
+
+/* A pinned bitmaps object reused across growing batches gives what a
+ * fresh one does. */
+static void
+test_pinned_reuse(void **state)
+{
+    uint32_t *v = malloc(60000 * sizeof *v);
+    struct gpu_index_bitmaps p, f;
+
+    gpu_index_bitmaps_init_pinned(&p);
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_index_builder *b = make_builder(backends[bi], 60000);
+
+        for (uint32_t n = 10; n <= 60000; n *= 3) {
+            struct rng r = case_rng(31337, n);
+
+            gen_values(&r, v, n, 3000, D_SKEWED);
+            gpu_index_bitmaps_init(&f);
+            assert_int_equal(gpu_index_build(b, v, n, 12, 1, 0, &p, NULL),
+                             GPU_OK);
+            assert_int_equal(gpu_index_build(b, v, n, 12, 1, 0, &f, NULL),
+                             GPU_OK);
+            assert_true(gpu_index_bitmaps_equal(&p, &f));
+            gpu_index_bitmaps_free(&f);
+        }
+        gpu_index_builder_destroy(b);
+    }
+    gpu_index_bitmaps_free(&p);
+    free(v);
+}
+
+/* The CPU and CUDA builders give the same bytes on a large skewed and a
+ * large uniform batch (test_build_random compares many small ones too).
+ * Skipped without a device. */
+static void
+test_cpu_vs_cuda(void **state)
+{
+    if (!have_cuda) {
+        printf("test-index: no CUDA device: CPU versus CUDA skipped\n");
+        skip();
+    }
+    uint32_t n = 3000017, *v = malloc(n * sizeof *v);
+    struct gpu_index_builder *c = make_builder(GPU_INDEX_BACKEND_CPU, n);
+    struct gpu_index_builder *g = make_builder(GPU_INDEX_BACKEND_CUDA, n);
+
+    for (int d = 0; d < 2; d++) {
+        struct rng r = case_rng(2024, d);
+
+        gen_values(&r, v, n, 65536, d ? D_SKEWED : D_UNIFORM);
+        for (int e = 0; e < 2; e++) {
+            struct gpu_index_bitmaps a, b;
+
+            gpu_index_bitmaps_init(&a);
+            gpu_index_bitmaps_init_pinned(&b);
+            assert_int_equal(gpu_index_build(c, v, n, 16, e, 0, &a, NULL),
+                             GPU_OK);
+            assert_int_equal(gpu_index_build(g, v, n, 16, e, 0, &b, NULL),
+                             GPU_OK);
+            if (!gpu_index_bitmaps_equal(&a, &b)) {
+                fail_msg("%s %s: CPU and CUDA differ", dist_names[d],
+                         gpu_index_encoding_name(e));
+            }
+            gpu_index_bitmaps_free(&a);
+            gpu_index_bitmaps_free(&b);
+        }
+    }
+    assert_int_equal(gpu_index_builder_fallbacks(g), 0);
+    gpu_index_builder_destroy(c);
+    gpu_index_builder_destroy(g);
+    free(v);
+}
+
+/* PLWAH is never larger than WAH, and is smaller on sparse columns. */
+static void
+test_plwah_smaller(void **state)
+{
+    struct rng r = case_rng(77, 1);
+    uint32_t n = 50000, *v = malloc(n * sizeof *v);
+    struct gpu_index_builder *b = make_builder(GPU_INDEX_BACKEND_CPU, n);
+    struct gpu_index_bitmaps w, p;
+
+    gen_values(&r, v, n, 65536, D_UNIFORM);
+    gpu_index_bitmaps_init(&w);
+    gpu_index_bitmaps_init(&p);
+    assert_int_equal(gpu_index_build(b, v, n, 16, GPU_INDEX_WAH, 0, &w,
+                                     NULL), GPU_OK);
+    assert_int_equal(gpu_index_build(b, v, n, 16, GPU_INDEX_PLWAH, 0, &p,
+                                     NULL), GPU_OK);
+    printf("test-index: 50000 uniform 16-bit values: WAH %"PRIu32" words, "
+           "PLWAH %"PRIu32"\n", w.n_words, p.n_words);
+    assert_true(p.n_words * 10 < w.n_words * 6);
+    gpu_index_bitmaps_free(&w);
+    gpu_index_bitmaps_free(&p);
+    gpu_index_builder_destroy(b);
+    free(v);
+}
+
+/* ---- Records. ---- */
+
+static size_t
+make_frame(uint8_t *f, const struct gpu_index_record *r)
+{
+    size_t o = 0, ip, l4 = 0;
+
+    memset(f, 0, 128);
+    memcpy(f, "\x00\x11\x22\x33\x44\x55\x00\x66\x77\x88\x99\xaa", 12);
+    o = 12;
+    if (r->vlan != GPU_INDEX_NO_VLAN) {
+        f[o++] = 0x81, f[o++] = 0x00;
+        f[o++] = r->vlan >> 8, f[o++] = r->vlan & 0xff;
+    }
+    ip = o + 2;
+    if (r->ip_version == 4) {
+        f[o++] = 0x08, f[o++] = 0x00;
+        f[ip] = 0x45;
+        f[ip + 9] = r->proto;
+        memcpy(f + ip + 12, r->src, 4);
+        memcpy(f + ip + 16, r->dst, 4);
+        l4 = ip + 20;
+    } else if (r->ip_version == 6) {
+        f[o++] = 0x86, f[o++] = 0xdd;
+        f[ip] = 0x60;
+        f[ip + 6] = r->proto;
+        memcpy(f + ip + 8, r->src, 16);
+        memcpy(f + ip + 24, r->dst, 16);
+        l4 = ip + 40;
+    } else {
+        f[o++] = 0x08, f[o++] = 0x06;
+        return 60;
+    }
+    f[l4] = r->sport >> 8, f[l4 + 1] = r->sport & 0xff;
+    f[l4 + 2] = r->dport >> 8, f[l4 + 3] = r->dport & 0xff;
+    f[l4 + 13] = r->tcp_flags;
+    return l4 + 20;
+}
+
+/* A random record from small pools, so that queries hit. */
+static void
+gen_record(struct rng *g, struct gpu_index_record *r, uint64_t ts)
+{
+    static const uint8_t protos[] = { 6, 6, 6, 17, 17, 1, 58, 47 };
+    static const uint16_t ports[] = { 80, 443, 53, 22, 8080, 1234 };
+    uint8_t frame[128];
+    struct gpu_index_record want;
+    uint32_t k = rng_below(g, 10);
+
+    memset(&want, 0, sizeof want);
+    want.vlan = rng_below(g, 3) ? GPU_INDEX_NO_VLAN : 10 * rng_below(g, 3);
+    want.ip_version = k < 7 ? 4 : k < 9 ? 6 : 0;
+    want.proto = protos[rng_below(g, sizeof protos)];
+    for (int i = 0; i < 16; i++) {
+        want.src[i] = i < 2 ? 10 + rng_below(g, 2) : rng_below(g, 4) * 60;
+        want.dst[i] = i == 0 ? 192 : rng_below(g, 3) * 100;
+    }
+    want.sport = rng_below(g, 2) ? ports[rng_below(g, 6)]
+                                 : rng_below(g, 65536);
+    want.dport = rng_below(g, 3) ? ports[rng_below(g, 6)]
+                                 : 1000 + rng_below(g, 2000);
+    want.tcp_flags = rng_below(g, 256);
+    size_t len = make_frame(frame, &want);
+    /* Now and then a truncated frame. */
+    uint32_t cap = rng_below(g, 20) ? len : rng_below(g, len + 1);
+    gpu_index_record_from_frame(r, frame, cap, len + 4, ts,
+                                1 + rng_below(g, 4));
+}
+
+static void
+test_record_parse(void **state)
+{
+    struct gpu_index_record want, got;
+    uint8_t frame[128];
+    size_t len;
+
+    memset(&want, 0, sizeof want);
+    want.vlan = 42;
+    want.ip_version = 4;
+    want.proto = 6;
+    memcpy(want.src, "\x0a\x01\x02\x03", 4);
+    memcpy(want.dst, "\xc0\xa8\x00\x01", 4);
+    want.sport = 12345;
+    want.dport = 443;
+    want.tcp_flags = 0x12;
+    len = make_frame(frame, &want);
+    gpu_index_record_from_frame(&got, frame, len, 1500, 7000000001ull, 3);
+    assert_int_equal(got.vlan, 42);
+    assert_int_equal(got.ip_version, 4);
+    assert_int_equal(got.proto, 6);
+    assert_memory_equal(got.src, want.src, 4);
+    assert_memory_equal(got.dst, want.dst, 4);
+    assert_int_equal(got.sport, 12345);
+    assert_int_equal(got.dport, 443);
+    assert_int_equal(got.tcp_flags, 0x12);
+    assert_int_equal(got.in_port, 3);
+    assert_int_equal(got.wire_len, 1500);
+    assert_int_equal(gpu_index_attr_value(&got, GPU_INDEX_ATTR_TIME), 7);
+    assert_int_equal(gpu_index_attr_value(&got, GPU_INDEX_ATTR_SRC0 + 4),
+                     256);
+
+    /* Every truncation parses what fits and never reads beyond. */
+    for (size_t cut = 0; cut <= len; cut++) {
+        uint8_t *copy = malloc(cut ? cut : 1);
+
+        memcpy(copy, frame, cut);
+        gpu_index_record_from_frame(&got, copy, cut, len, 0, 0);
+        assert_int_equal(!!(got.parsed & GPU_INDEX_PARSED_L4),
+                         cut >= len - 6);
+        assert_int_equal(got.ip_version, cut >= 18 + 20 ? 4 : 0);
+        free(copy);
+    }
+
+    /* IPv6 with a hop-by-hop header before UDP. */
+    memset(frame, 0, sizeof frame);
+    memcpy(frame + 12, "\x86\xdd", 2);
+    frame[14] = 0x60;
+    frame[14 + 6] = 0;          /* Hop-by-hop. */
+    frame[14 + 8] = 0x20, frame[14 + 9] = 0x01;
+    frame[54] = 17;             /* Next: UDP; length 0 = 8 bytes. */
+    frame[62] = 0x00, frame[63] = 53, frame[64] = 0x04, frame[65] = 0x00;
+    gpu_index_record_from_frame(&got, frame, 70, 70, 0, 0);
+    assert_int_equal(got.ip_version, 6);
+    assert_int_equal(got.proto, 17);
+    assert_int_equal(got.src[0], 0x20);
+    assert_int_equal(got.sport, 53);
+    assert_int_equal(got.dport, 1024);
+}
+
+/* ---- Queries. ---- */
+
+static void
+gen_query(struct rng *g, char *buf, size_t size, int depth)
+{
+    static const char *terms[] = {
+        "tcp", "udp", "ip6", "ip4", "proto=icmp", "proto=47",
+        "dport=443", "dport=80,53", "dport=1000-2000", "sport=1024-65535",
+        "port=22", "src=10.1.0.0/16", "src=11.0.0.0/8", "dst=192.0.0.0/9",
+        "dst=192.100.0.60/30", "src=10.0.120.0/20", "host=192.200.0.0/16",
+        "src=a00::/8", "dst=c000::/6", "tcp_flags&syn", "tcp_flags&syn|ack",
+        "tcp_flags=0x12", "vlan=10", "vlan=none", "in_port=2",
+        "in_port=1-2", "time=1700000000-1700000002", "dport!=443",
+        "ipver=6", "src=10.0.0.0/8", "src=0.0.0.0/0",
+    };
+    size_t n = strlen(buf);
+    uint32_t k = rng_below(g, depth > 3 ? 2 : 6);
+
+    if (k < 2) {
+        snprintf(buf + n, size - n, "%s",
+                 terms[rng_below(g, sizeof terms / sizeof terms[0])]);
+    } else if (k == 2) {
+        snprintf(buf + n, size - n, "not ");
+        gen_query(g, buf, size, depth + 1);
+    } else {
+        snprintf(buf + n, size - n, "(");
+        gen_query(g, buf, size, depth + 1);
+        n = strlen(buf);
+        snprintf(buf + n, size - n, k == 3 ? " or " : k == 4 ? " and "
+                                                             : " && ");
+        gen_query(g, buf, size, depth + 1);
+        n = strlen(buf);
+        snprintf(buf + n, size - n, ")");
+    }
+}
+
+static void
+check_query(const char *text, const struct gpu_index_segment_index *seg,
+            const struct gpu_index_record *recs, uint32_t n, uint64_t *hits)
+{
+    struct gpu_index_query *q;
+    char err[256];
+    uint32_t *rows;
+    size_t n_rows, m = 0;
+
+    if (gpu_index_query_parse(text, &q, err, sizeof err)) {
+        fail_msg("query \"%s\": %s", text, err);
+    }
+    assert_int_equal(gpu_index_query_eval(q, seg, &rows, &n_rows), GPU_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        if (gpu_index_query_match(q, &recs[i])) {
+            if (m >= n_rows || rows[m] != i) {
+                fail_msg("query \"%s\" (%"PRIu32" rows): row %"PRIu32
+                         " matches but the index %s", text, n, i,
+                         m < n_rows ? "gives another" : "stops");
+            }
+            m++;
+        }
+    }
+    if (m != n_rows) {
+        fail_msg("query \"%s\": index gives %zu rows, scan %zu", text,
+                 n_rows, m);
+    }
+    *hits += m;
+    free(rows);
+    gpu_index_query_destroy(q);
+}
+
+static void
+test_queries_random(void **state)
+{
+    static const uint32_t sizes[] = { 1, 31, 62, 95, 1000, 20011 };
+
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_index_builder *b = make_builder(backends[bi], 20011);
+
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            for (int e = 0; e < 2; e++) {
+                struct rng g = case_rng(1000 + si, e);
+                uint32_t n = sizes[si];
+                struct gpu_index_record *recs = calloc(n, sizeof *recs);
+                struct gpu_index_segment_index seg;
+                uint64_t hits = 0;
+                uint64_t ts = 1700000000ull * 1000000000ull;
+
+                for (uint32_t i = 0; i < n; i++) {
+                    /* Skewed in time: bursts within a few seconds. */
+                    gen_record(&g, &recs[i], ts);
+                    ts += rng_below(&g, 8) ? 1000 : 400000000;
+                }
+                gpu_index_segment_index_init(&seg);
+                assert_int_equal(gpu_index_segment_index_build(b, recs, n, e,
+                                                               &seg),
+                                 GPU_OK);
+                for (int qi = 0; qi < 150; qi++) {
+                    char text[1024] = "";
+
+                    gen_query(&g, text, sizeof text, 0);
+                    check_query(text, &seg, recs, n, &hits);
+                }
+                check_query("not (tcp or not tcp)", &seg, recs, n, &hits);
+                check_query("not proto=255", &seg, recs, n, &hits);
+                gpu_index_segment_index_free(&seg);
+                free(recs);
+                if (si == 5) {
+                    printf("test-index: %s %s: 152 queries on %"PRIu32
+                           " records, %"PRIu64" hits\n",
+                           gpu_index_backend_name(backends[bi]),
+                           gpu_index_encoding_name(e), n, hits);
+                }
+            }
+        }
+        gpu_index_builder_destroy(b);
+    }
+}
+
+static void
+test_query_syntax(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *msg;
+    } bad[] = {
+        { "", "column 1: expected a term" },
+        { "dport=", "column 7: missing value" },
+        { "dport=70000", "column 7: bad value" },
+        { "dport=20-10", "column 7: empty range" },
+        { "src=10.1.0.0/33", "column 14: bad prefix length" },
+        { "src=10.1.0", "column 5: bad IPv4 address" },
+        { "tcp and (udp", "column 13: expected ')'" },
+        { "tcp udp", "column 5: expected 'and', 'or' or the end" },
+        { "colour=red", "column 1: unknown field \"colour\"" },
+        { "dport&80", "column 6: '&' applies to tcp_flags only" },
+        { "tcp_flags&syn|foo", "column 15: unknown TCP flag \"foo\"" },
+        { "proto=tcpx", "column 7: bad value" },
+        { "tcp and", "column 8: expected a term" },
+        { "dport 80", "column 7: expected '=' or '!='" },
+        { "tcp $", "column 5: expected 'and', 'or' or the end, not a "
+          "stray" },
+        { "dport=80,,443", "column 10: empty value in list" },
+    };
+    static const char *good[] = {
+        "src=10.1.0.0/16 and dport=443 and proto=tcp",
+        "dport=1000-2000", "not (udp or icmp) && !vlan=none",
+        "host=2001:db8::/32 || port=53", "tcp_flags&syn|ack and tcp",
+        "time=0-4294967295", "ipver=4 and in_port=0x10",
+        "  ( ( tcp ) )  ", "SRC=10.0.0.1 AND Dport=22",
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gpu_index_query *q = NULL;
+        char err[256] = "";
+
+        assert_int_equal(gpu_index_query_parse(bad[i].text, &q, err,
+                                               sizeof err),
+                         GPU_ERR_INVALID);
+        assert_null(q);
+        if (strncmp(err, bad[i].msg, strlen(bad[i].msg))) {
+            fail_msg("\"%s\": got \"%s\", want \"%s...\"", bad[i].text,
+                     err, bad[i].msg);
+        }
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        struct gpu_index_query *q;
+        char err[256];
+
+        if (gpu_index_query_parse(good[i], &q, err, sizeof err)) {
+            fail_msg("\"%s\": %s", good[i], err);
+        }
+        gpu_index_query_destroy(q);
+    }
+}
+
+/* ---- CRoaring as an independent oracle. ---- */
+
+static void
+test_roaring_oracle(void **state)
+{
+#ifdef HAVE_ROARING
+    struct rng g = case_rng(4242, 0);
+    uint32_t n = 200000, card = 1024;
+    uint32_t *v = malloc(n * sizeof *v), *rows = malloc(n * sizeof *rows);
+    roaring_bitmap_t **rb = calloc(card, sizeof *rb);
+    struct gpu_index_builder *b = make_builder(backends[n_backends - 1], n);
+    struct gpu_index_bitmaps bm;
+
+    gen_values(&g, v, n, card, D_SKEWED);
+    for (uint32_t c = 0; c < card; c++) {
+        rb[c] = roaring_bitmap_create();
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        roaring_bitmap_add(rb[v[i]], i);
+    }
+    for (int e = 0; e < 2; e++) {
+        gpu_index_bitmaps_init(&bm);
+        assert_int_equal(gpu_index_build(b, v, n, 10, e, 0, &bm, NULL),
+                         GPU_OK);
+        for (uint32_t k = 0; k < bm.n_keys; k++) {
+            roaring_bitmap_t *mine;
+            int64_t m = gpu_index_decode_column(&bm, k, rows, n);
+
+            assert_true(m > 0);
+            mine = roaring_bitmap_of_ptr(m, rows);
+            assert_true(roaring_bitmap_equals(mine, rb[bm.keys[k]]));
+            roaring_bitmap_free(mine);
+        }
+        uint64_t total = 0;
+        for (uint32_t c = 0; c < card; c++) {
+            total += roaring_bitmap_get_cardinality(rb[c]) ? 1 : 0;
+        }
+        assert_int_equal(total, bm.n_keys);
+        gpu_index_bitmaps_free(&bm);
+    }
+    printf("test-index: CRoaring agrees on %"PRIu32" skewed values\n", n);
+    for (uint32_t c = 0; c < card; c++) {
+        roaring_bitmap_free(rb[c]);
+    }
+    free(rb);
+    free(v);
+    free(rows);
+    gpu_index_builder_destroy(b);
+#else
+    printf("test-index: CRoaring not built in, oracle skipped\n");
+    skip();
+#endif
+}
+
+/* ---- Store and recorder. ---- */
+
+static char tmpdir[256];
+
+static void
+rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512];
+
+    if (!d) {
+        return;
+    }
+    while ((de = readdir(d))) {
+        if (de->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int
+count_files(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    if (!d) {
+        return -1;
+    }
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name), s = strlen(suffix);
+
+        n += l > s && !strcmp(de->d_name + l - s, suffix);
+    }
+    closedir(d);
+    return n;
+}
+
+static struct gpu_index_recorder *
+make_recorder(const char *dir, uint32_t seg_packets, uint64_t ret_bytes,
+              uint32_t slots, enum gpu_index_backend be,
+              enum gpu_index_encoding enc)
+{
+    struct gpu_index_recorder_config cfg;
+    struct gpu_index_recorder *r;
+    char err[256];
+
+    gpu_index_recorder_config_init(&cfg);
+    cfg.dir = dir;
+    cfg.backend = be;
+    cfg.encoding = enc;
+    cfg.segment_packets = seg_packets;
+    cfg.retention_bytes = ret_bytes;
+    if (slots) {
+        cfg.ring_slots = slots;
+    }
+    if (gpu_index_recorder_create(&cfg, &r, err, sizeof err)) {
+        fail_msg("recorder: %s", err);
+    }
+    return r;
+}
+
+/* Submits 'n' random packets; keeps their records in 'recs'. */
+static void
+feed(struct gpu_index_recorder *r, struct rng *g,
+     struct gpu_index_record *recs, uint32_t n, uint64_t ts0)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct gpu_index_record want;
+        uint8_t frame[128];
+        size_t len;
+
+        gen_record(g, &want, 0);
+        /* gen_record parsed a frame; make a full one from its fields. */
+        if (!want.ip_version) {
+            want.vlan = GPU_INDEX_NO_VLAN;
+        }
+        len = make_frame(frame, &want);
+        gpu_index_record_from_frame(&recs[i], frame, len, len,
+                                    ts0 + i * 1000ull, 7);
+        while (!gpu_index_recorder_submit(r, frame, len, ts0 + i * 1000ull,
+                                          7)) {
+            usleep(100);        /* The test wants every packet. */
+        }
+    }
+}
+
+static int64_t
+store_query(const char *dir, const char *expr, unsigned int *skipped,
+            const char *pcap_path)
+{
+    char err[256];
+    int64_t n = gpu_index_store_query(dir, expr, NULL, pcap_path, 0,
+                                      skipped, err, sizeof err);
+    if (n < 0 && n != GPU_ERR_INVALID) {
+        fail_msg("store query \"%s\": %s", expr, err);
+    }
+    return n;
+}
+
+static void
+test_store_rotation(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct rng g = case_rng(555, bi);
+        uint32_t n = 2500;
+        struct gpu_index_record *recs = calloc(n, sizeof *recs);
+        struct gpu_index_recorder *r = make_recorder(tmpdir, 1000, 0, 0,
+                                                     backends[bi],
+                                                     bi % 2);
+        struct gpu_index_recorder_stats st;
+        static const char *qs[] = {
+            "tcp and dport=443", "src=10.1.0.0/16 or udp", "not ip4",
+            "dport=1000-2000 and not tcp_flags&syn",
+        };
+        char pcap_path[512];
+        unsigned int skipped;
+
+        feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
+        assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+        gpu_index_recorder_get_stats(r, &st);
+        assert_int_equal(st.recorded, n);
+        assert_int_equal(st.dropped, 0);
+        assert_int_equal(st.segments_written, 3);
+        assert_int_equal(count_files(tmpdir, ".idx"), 3);
+        assert_int_equal(count_files(tmpdir, ".pcap"), 3);
+        for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++) {
+            struct gpu_index_query *q;
+            char err[200];
+            int64_t want = 0;
+
+            assert_int_equal(gpu_index_query_parse(qs[qi], &q, err,
+                                                   sizeof err), GPU_OK);
+            for (uint32_t i = 0; i < n; i++) {
+                want += gpu_index_query_match(q, &recs[i]);
+            }
+            gpu_index_query_destroy(q);
+            assert_int_equal(store_query(tmpdir, qs[qi], &skipped, NULL),
+                             want);
+            assert_int_equal(skipped, 0);
+        }
+        /* The pcap output holds the matches. */
+        snprintf(pcap_path, sizeof pcap_path, "%s.out.pcap", tmpdir);
+        int64_t m = store_query(tmpdir, "udp", NULL, pcap_path);
+        char errbuf[PCAP_ERRBUF_SIZE];
+        pcap_t *pc = pcap_open_offline(pcap_path, errbuf);
+        struct pcap_pkthdr *h;
+        const u_char *data;
+        int64_t k = 0;
+
+        assert_non_null(pc);
+        while (pcap_next_ex(pc, &h, &data) == 1) {
+            struct gpu_index_record rec;
+
+            gpu_index_record_from_frame(&rec, data, h->caplen, h->len, 0, 0);
+            assert_int_equal(rec.proto, 17);
+            k++;
+        }
+        pcap_close(pc);
+        unlink(pcap_path);
+        assert_int_equal(k, m);
+        /* One line per match, with the 5-tuple and length. */
+        char *text = NULL;
+        size_t text_len = 0;
+        FILE *mf = open_memstream(&text, &text_len);
+        char qerr[200];
+        assert_int_equal(gpu_index_store_query(tmpdir, "tcp and dport=443",
+                                               mf, NULL, 3, NULL, qerr,
+                                               sizeof qerr), 3);
+        fclose(mf);
+        printf("test-index: first lines of a store query:\n%s", text);
+        assert_non_null(strstr(text, " tcp "));
+        assert_non_null(strstr(text, ":443 len "));
+        assert_non_null(strstr(text, "2023-11-14T22:13:20."));
+        free(text);
+        /* Bad syntax is an error, not zero matches. */
+        assert_int_equal(store_query(tmpdir, "dport=", NULL, NULL),
+                         GPU_ERR_INVALID);
+
+        /* Retention: three segments of ~1000 packets; keep under the
+         * size of two. */
+        gpu_index_recorder_destroy(r);
+        free(recs);
+        rm_rf(tmpdir);
+    }
+}
+
+static uint64_t
+dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    uint64_t n = 0;
+    char path[512];
+    struct stat st;
+
+    while (d && (de = readdir(d))) {
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (de->d_name[0] != '.' && !stat(path, &st)) {
+            n += st.st_size;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return n;
+}
+
+static void
+test_store_retention(void **state)
+{
+    struct rng g = case_rng(556, 0);
+    uint32_t n = 5000;
+    struct gpu_index_record *recs = calloc(n, sizeof *recs);
+    struct gpu_index_recorder *r;
+    struct gpu_index_recorder_stats st;
+    uint64_t one;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    /* Measure one segment, then keep at most about two. */
+    r = make_recorder(tmpdir, 1000, 0, 0, GPU_INDEX_BACKEND_CPU, 1);
+    feed(r, &g, recs, 1000, 1700000000ull * 1000000000ull);
+    gpu_index_recorder_flush(r);
+    gpu_index_recorder_destroy(r);
+    one = dir_bytes(tmpdir);
+    rm_rf(tmpdir);
+
+    r = make_recorder(tmpdir, 1000, one * 5 / 2, 0, backends[0], 1);
+    feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.segments_written, 5);
+    assert_int_equal(st.segments_deleted, 3);
+    assert_int_equal(count_files(tmpdir, ".idx"), 2);
+    assert_true(dir_bytes(tmpdir) <= one * 5 / 2);
+    /* Only the newest two segments answer: rows 3000..4999. */
+    struct gpu_index_query *q;
+    char err[100];
+    int64_t want = 0;
+    assert_int_equal(gpu_index_query_parse("tcp", &q, err, sizeof err), 0);
+    for (uint32_t i = 3000; i < n; i++) {
+        want += gpu_index_query_match(q, &recs[i]);
+    }
+    gpu_index_query_destroy(q);
+    assert_int_equal(store_query(tmpdir, "tcp", NULL, NULL), want);
+    gpu_index_recorder_destroy(r);
+
+    /* Retention by age: the oldest remaining segment is made two hours
+     * old; the next segment closed deletes it and keeps the other. */
+    char path[512];
+    struct timeval tv[2];
+    gettimeofday(&tv[0], NULL);
+    tv[0].tv_sec -= 7200;
+    tv[1] = tv[0];
+    snprintf(path, sizeof path, "%s/seg-%016d.pcap", tmpdir, 4);
+    assert_int_equal(utimes(path, tv), 0);
+    struct gpu_index_recorder_config cfg;
+    char err2[200];
+    gpu_index_recorder_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.backend = GPU_INDEX_BACKEND_CPU;
+    cfg.segment_packets = 1000;
+    cfg.retention_seconds = 3600;
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r, err2, sizeof err2),
+                     GPU_OK);
+    feed(r, &g, recs, 1000, 1700000200ull * 1000000000ull);
+    gpu_index_recorder_flush(r);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.segments_deleted, 1);
+    assert_int_equal(count_files(tmpdir, ".idx"), 2);
+    assert_int_equal(access(path, F_OK), -1);
+    gpu_index_recorder_destroy(r);
+    rm_rf(tmpdir);
+    free(recs);
+}
+
+static void
+damage(const char *path, long off, bool truncate_it)
+{
+    FILE *f = fopen(path, "r+b");
+    struct stat st;
+
+    assert_non_null(f);
+    assert_int_equal(stat(path, &st), 0);
+    if (truncate_it) {
+        fclose(f);
+        assert_int_equal(truncate(path, off), 0);
+        return;
+    }
+    fseek(f, off < 0 ? st.st_size + off : off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off < 0 ? st.st_size + off : off, SEEK_SET);
+    fputc(c ^ 0x20, f);
+    fclose(f);
+}
+
+static void
+test_store_damage(void **state)
+{
+    struct rng g = case_rng(557, 0);
+    uint32_t n = 3000;
+    struct gpu_index_record *recs = calloc(n, sizeof *recs);
+    struct gpu_index_recorder *r;
+    struct gpu_index_segment_index seg;
+    char idx[3][512], err[256];
+    unsigned int skipped;
+    int64_t all;
+    uint64_t *offs, t0, t1;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
+    gpu_index_recorder_flush(r);
+    gpu_index_recorder_destroy(r);
+    all = store_query(tmpdir, "ip4 or not ip4", &skipped, NULL);
+    assert_int_equal(all, n);
+    for (int i = 0; i < 3; i++) {
+        snprintf(idx[i], sizeof idx[i], "%s/seg-%016d.idx", tmpdir, i + 1);
+        gpu_index_segment_index_init(&seg);
+        if (gpu_index_file_read(idx[i], &seg, &offs, &t0, &t1, err,
+                                sizeof err)) {
+            fail_msg("%s: %s", idx[i], err);
+        }
+        assert_int_equal(seg.n_rows, 1000);
+        free(offs);
+        gpu_index_segment_index_free(&seg);
+    }
+
+    /* A flipped bit in the middle, a truncated file, a flipped header
+     * byte: each refused with a reason, and the store skips it. */
+    damage(idx[0], 300, false);
+    damage(idx[1], 100, true);
+    gpu_index_segment_index_init(&seg);
+    assert_int_equal(gpu_index_file_read(idx[0], &seg, &offs, &t0, &t1, err,
+                                         sizeof err), GPU_ERR_INVALID);
+    printf("test-index: corrupted index refused: %s\n", err);
+    assert_int_equal(gpu_index_file_read(idx[1], &seg, &offs, &t0, &t1, err,
+                                         sizeof err), GPU_ERR_INVALID);
+    printf("test-index: truncated index refused: %s\n", err);
+    gpu_index_segment_index_free(&seg);
+    assert_int_equal(store_query(tmpdir, "ip4 or not ip4", &skipped, NULL),
+                     1000);
+    assert_int_equal(skipped, 2);
+
+    /* A crash mid-segment: a pcap with no index, and a torn temporary
+     * index file.  The complete segment still answers. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/seg-%016d.pcap", tmpdir, 9);
+    FILE *f = fopen(path, "wb");
+    fwrite("\xd4\xc3\xb2\xa1garbage", 1, 11, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/seg-%016d.idx.tmp", tmpdir, 9);
+    f = fopen(path, "wb");
+    fwrite("OVSGIDX1", 1, 8, f);
+    fclose(f);
+    assert_int_equal(store_query(tmpdir, "ip4 or not ip4", &skipped, NULL),
+                     1000);
+    assert_int_equal(skipped, 3);
+
+    /* A new recorder on the same folder goes on after the last segment
+     * and leaves the damaged ones alone. */
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    feed(r, &g, recs, 500, 1700000100ull * 1000000000ull);
+    gpu_index_recorder_flush(r);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(store_query(tmpdir, "ip4 or not ip4", &skipped, NULL),
+                     1500);
+    rm_rf(tmpdir);
+    free(recs);
+}
+
+static void
+test_recorder_drops(void **state)
+{
+    struct gpu_index_recorder *r;
+    struct gpu_index_recorder_stats st;
+    uint8_t frame[60] = { 0 };
+    int accepted = 0;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 1000, 0, 64, backends[0], 0);
+    gpu_index_recorder_pause(r, true);
+    for (int i = 0; i < 200; i++) {
+        accepted += gpu_index_recorder_submit(r, frame, sizeof frame,
+                                              i * 1000ull, 1);
+    }
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(accepted, 64);
+    assert_int_equal(st.submitted, 200);
+    assert_int_equal(st.dropped, 136);
+    gpu_index_recorder_pause(r, false);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.recorded, 64);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(store_query(tmpdir, "not ip4", NULL, NULL), 64);
+    rm_rf(tmpdir);
+}
+
+struct producer {
+    struct gpu_index_recorder *r;
+    int id;
+    int accepted;
+};
+
+static void *
+producer_thread(void *p_)
+{
+    struct producer *p = p_;
+    uint8_t frame[64] = { 0 };
+
+    for (int i = 0; i < 5000; i++) {
+        frame[20] = p->id;
+        p->accepted += gpu_index_recorder_submit(p->r, frame, sizeof frame,
+                                                 i * 1000ull, p->id);
+    }
+    return NULL;
+}
+
+/* Four threads submit at once: every packet is either recorded or
+ * counted as dropped, and the store holds exactly the recorded ones. */
+static void
+test_recorder_concurrent(void **state)
+{
+    struct gpu_index_recorder *r;
+    struct gpu_index_recorder_stats st;
+    struct producer p[4];
+    pthread_t th[4];
+    int accepted = 0;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 7000, 0, 1024, backends[n_backends - 1], 1);
+    for (int i = 0; i < 4; i++) {
+        p[i] = (struct producer) { r, i + 1, 0 };
+        pthread_create(&th[i], NULL, producer_thread, &p[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        accepted += p[i].accepted;
+    }
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: 4 producers, 20000 packets: %"PRIu64" recorded, "
+           "%"PRIu64" dropped\n", st.recorded, st.dropped);
+    assert_int_equal(st.submitted, 20000);
+    assert_int_equal(st.recorded, accepted);
+    assert_int_equal(st.recorded + st.dropped, 20000);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(store_query(tmpdir, "not ip4", NULL, NULL), accepted);
+    /* in_port is not in the pcap, only in the index: each producer's
+     * packets are found under its own. */
+    int64_t per = 0;
+    for (int i = 0; i < 4; i++) {
+        char q[32];
+
+        snprintf(q, sizeof q, "in_port=%d", i + 1);
+        per += store_query(tmpdir, q, NULL, NULL);
+    }
+    assert_int_equal(per, accepted);
+    rm_rf(tmpdir);
+}
+
+int
+main(void)
+{
+    const char *seed_env = getenv("GPU_TEST_SEED");
+    const char *be_env = getenv("GPU_INDEX_BACKEND");
+
+    have_cuda = gpu_index_cuda_available();
+    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
+                                        : (uint64_t) time(NULL);
+    printf("test-index: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+
+    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
+        backends[n_backends++] = GPU_INDEX_BACKEND_CPU;
+        if (have_cuda) {
+            backends[n_backends++] = GPU_INDEX_BACKEND_CUDA;
+        }
+    } else if (!strcmp(be_env, "cpu")) {
+        backends[n_backends++] = GPU_INDEX_BACKEND_CPU;
+    } else if (!strcmp(be_env, "cuda")) {
+        if (!have_cuda) {
+            fprintf(stderr, "test-index: GPU_INDEX_BACKEND=cuda but no "
+                    "usable CUDA device (or no CUDA build)\n");
+            return 1;
+        }
+        backends[n_backends++] = GPU_INDEX_BACKEND_CUDA;
+    } else {
+        fprintf(stderr, "test-index: GPU_INDEX_BACKEND must be cpu, cuda "
+                "or all, not \"%s\"\n", be_env);
+        return 1;
+    }
+    printf("test-index: backends:");
+    for (int i = 0; i < n_backends; i++) {
+        printf(" %s", gpu_index_backend_name(backends[i]));
+    }
+    printf("%s\n", have_cuda ? "" : " (no CUDA device here: the CPU versus "
+           "CUDA comparison is skipped)");
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encoding_words),
+        cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_build_random),
+        cmocka_unit_test(test_pinned_reuse),
+        cmocka_unit_test(test_cpu_vs_cuda),
+        cmocka_unit_test(test_plwah_smaller),
+        cmocka_unit_test(test_record_parse),
+        cmocka_unit_test(test_queries_random),
+        cmocka_unit_test(test_query_syntax),
+        cmocka_unit_test(test_roaring_oracle),
+        cmocka_unit_test(test_store_rotation),
+        cmocka_unit_test(test_store_retention),
+        cmocka_unit_test(test_store_damage),
+        cmocka_unit_test(test_recorder_drops),
+        cmocka_unit_test(test_recorder_concurrent),
+    };
+    const char *filter = getenv("GPU_TEST_FILTER");
+    if (filter && *filter) {
+        cmocka_set_test_filter(filter);
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (rc) {
+        printf("test-index: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
+               "\n", master_seed);
+    }
+    return rc;
+}
