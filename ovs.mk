@@ -58,7 +58,8 @@ $(OVS_STAMP_LIBS): $(OVS_STAMP_CONFIGURED)
 OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
 OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
 	gpu_classifier/libgpuclassifier.a gpu_services/ids/libgpuids.a \
-	gpu_services/re/libgpure.a gpu_runtime/libgpuruntime.a
+	gpu_services/re/libgpure.a gpu_services/index/libgpuindex.a \
+	gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
@@ -86,7 +87,8 @@ ovs-build: $(OVS_GPU_PLUGIN_OBJ) ovs-tests-sync
 		$(OVS_BUILDDIR)/Makefile`; \
 	$(MAKE) -C $(OVS_BUILDDIR) all \
 		DPDK_vswitchd_LDFLAGS="$$dpdk_ld \
-			$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(CUDA_LIBS)"
+			$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(PCAP_LIBS) \
+			$(CUDA_LIBS)"
 
 all-local: ovs-build
 

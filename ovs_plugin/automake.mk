@@ -9,6 +9,8 @@ ovs_plugin_libovsgpuplugin_a_SOURCES = \
 	ovs_plugin/gpu-dpcls.h \
 	ovs_plugin/gpu-ids-service.c \
 	ovs_plugin/gpu-ids-service.h \
+	ovs_plugin/gpu-index-service.c \
+	ovs_plugin/gpu-index-service.h \
 	ovs_plugin/gpu-plugin.c \
 	ovs_plugin/gpu-plugin.h \
 	ovs_plugin/gpu-re-service.c \

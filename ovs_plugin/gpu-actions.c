@@ -49,6 +49,7 @@ static const struct gpu_service_impl *const services[] = {
     &gpu_ids_service_impl,
     &gpu_re_encode_service_impl,
     &gpu_re_decode_service_impl,
+    &gpu_index_service_impl,
 };
 
 static atomic_uint64_t total_batches = 0;

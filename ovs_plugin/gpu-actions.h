@@ -91,6 +91,7 @@ struct gpu_service_impl {
 extern const struct gpu_service_impl gpu_ids_service_impl;
 extern const struct gpu_service_impl gpu_re_encode_service_impl;
 extern const struct gpu_service_impl gpu_re_decode_service_impl;
+extern const struct gpu_service_impl gpu_index_service_impl;
 
 /* Parses 'packet' into 'p' (which keeps a pointer to it). */
 void gpu_service_parse_packet(struct dp_packet *packet,

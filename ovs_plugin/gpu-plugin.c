@@ -24,6 +24,7 @@
 #include "ovs_plugin/gpu-dpcls.h"
 #include "ovs_plugin/gpu-ids-service.h"
 #include "ovs_plugin/gpu-re-service.h"
+#include "ovs_plugin/gpu-index-service.h"
 #include "ovs-plugin.h"
 #include "smap.h"
 #include "unixctl.h"
@@ -275,6 +276,7 @@ gpu_plugin_set_config(const struct smap *other_config)
 {
     gpu_plugin_apply(other_config, false);
     gpu_ids_service_set_config(other_config);
+    gpu_index_service_set_config(other_config);
 }
 
 static void
@@ -361,6 +363,7 @@ gpu_plugin_init(void)
     gpu_dpcls_init();
     gpu_ids_service_init();
     gpu_re_service_init();
+    gpu_index_service_init();
     gpu_plugin_read_forced();
     gpu_plugin_apply(NULL, true);
 }

@@ -331,6 +331,13 @@ bool gpu_index_recorder_submit(struct gpu_index_recorder *,
                                const uint8_t *frame, uint32_t len,
                                uint64_t ts_ns, uint32_t in_port);
 
+/* The same, keeping at most 'cap_len' bytes of a frame of 'len' bytes on
+ * the wire (for a snaplen shorter than the store's). */
+bool gpu_index_recorder_submit_capped(struct gpu_index_recorder *,
+                                      const uint8_t *frame, uint32_t cap_len,
+                                      uint32_t len, uint64_t ts_ns,
+                                      uint32_t in_port);
+
 /* Waits until everything submitted so far is written, and closes the open
  * segment (with its index) so that queries see it. */
 int gpu_index_recorder_flush(struct gpu_index_recorder *);

@@ -697,6 +697,16 @@ gpu_index_recorder_submit(struct gpu_index_recorder *r,
                           const uint8_t *frame, uint32_t len,
                           uint64_t ts_ns, uint32_t in_port)
 {
+    return gpu_index_recorder_submit_capped(r, frame, len, len, ts_ns,
+                                            in_port);
+}
+
+bool
+gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
+                                 const uint8_t *frame, uint32_t cap_len,
+                                 uint32_t len, uint64_t ts_ns,
+                                 uint32_t in_port)
+{
     size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
     struct slot *s;
 
@@ -724,7 +734,10 @@ gpu_index_recorder_submit(struct gpu_index_recorder *r,
     s->ts_ns = ts_ns;
     s->in_port = in_port;
     s->len = len;
-    s->caplen = len < r->cfg.snaplen ? len : r->cfg.snaplen;
+    s->caplen = cap_len < len ? cap_len : len;
+    if (s->caplen > r->cfg.snaplen) {
+        s->caplen = r->cfg.snaplen;
+    }
     memcpy(r->data + (pos & r->mask) * r->cfg.snaplen, frame, s->caplen);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
     return true;
