@@ -343,7 +343,8 @@ bool gpu_index_recorder_submit_capped(struct gpu_index_recorder *,
 int gpu_index_recorder_flush(struct gpu_index_recorder *);
 
 /* Tests only: stops the worker from taking packets off the ring (so that
- * the ring fills) or lets it go again. */
+ * the ring fills) or lets it go again.  A flush waits for the worker, so
+ * unpause before flushing (destroy unpauses by itself). */
 void gpu_index_recorder_pause(struct gpu_index_recorder *, bool pause);
 
 struct gpu_index_recorder_stats {
