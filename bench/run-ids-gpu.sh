@@ -46,12 +46,12 @@ build() {
         -o "$B/ids-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     for f in gpu_services/ids/ids.c gpu_services/ids/ids-rules.c \
              gpu_services/ids/ids-cpu.c gpu_runtime/gpu-runtime.c \
-             tests/test-ids.c bench/ids-bench.c; do
+             tests/test-ids.c tests/test-common.c bench/ids-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/ids.o $B/ids-rules.o $B/ids-cpu.o $B/ids-cuda.o \
           $B/gpu-runtime.o"
-    gcc -o "$B/test-ids" "$B/test-ids.o" $LIBS $LIBDIRS \
+    gcc -o "$B/test-ids" "$B/test-ids.o" "$B/test-common.o" $LIBS $LIBDIRS \
         -lcmocka -lhs -lcudart -lpthread -lstdc++
     gcc -o "$B/ids-bench" "$B/ids-bench.o" $LIBS $LIBDIRS \
         -lhs -lcudart -lpthread -lstdc++

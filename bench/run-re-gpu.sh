@@ -58,7 +58,8 @@ build() {
         -lcudart -lpthread -lstdc++
     if [ $have_cmocka = yes ]; then
         gcc $CFLAGS -c tests/test-re.c -o "$B/test-re.o"
-        gcc -o "$B/test-re" "$B/test-re.o" $LIBS $LIBDIRS \
+        gcc $CFLAGS -c tests/test-common.c -o "$B/test-common.o"
+        gcc -o "$B/test-re" "$B/test-re.o" "$B/test-common.o" $LIBS $LIBDIRS \
             -lcmocka -lcudart -lpthread -lstdc++
     fi
     set +e

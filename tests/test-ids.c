@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "tests/test-common.h"
+
 #ifdef HAVE_HYPERSCAN
 #include <hs.h>
 #endif
@@ -1306,32 +1308,16 @@ test_batches(void **state)
 int
 main(void)
 {
-    const char *seed_env = getenv("GPU_TEST_SEED");
-    const char *be_env = getenv("GPU_IDS_BACKEND");
     bool cuda = gpu_ids_cuda_available();
+    int chosen[2];
 
-    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
-                                        : (uint64_t) time(NULL);
-    printf("test-ids: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
-
-    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
-        backends[n_backends++] = GPU_IDS_BACKEND_CPU;
-        if (cuda) {
-            backends[n_backends++] = GPU_IDS_BACKEND_CUDA;
-        }
-    } else if (!strcmp(be_env, "cpu")) {
-        backends[n_backends++] = GPU_IDS_BACKEND_CPU;
-    } else if (!strcmp(be_env, "cuda")) {
-        if (!cuda) {
-            fprintf(stderr, "test-ids: GPU_IDS_BACKEND=cuda but no usable "
-                    "CUDA device (or no CUDA build)\n");
-            return 1;
-        }
-        backends[n_backends++] = GPU_IDS_BACKEND_CUDA;
-    } else {
-        fprintf(stderr, "test-ids: GPU_IDS_BACKEND must be cpu, cuda or "
-                "all, not \"%s\"\n", be_env);
+    master_seed = test_seed_init("test-ids");
+    n_backends = test_backends_from_env("test-ids", "GPU_IDS_BACKEND", cuda, GPU_IDS_BACKEND_CPU, GPU_IDS_BACKEND_CUDA, chosen);
+    if (!n_backends) {
         return 1;
+    }
+    for (int i = 0; i < n_backends; i++) {
+        backends[i] = chosen[i];
     }
     printf("test-ids: backends:");
     for (int i = 0; i < n_backends; i++) {

@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "tests/test-common.h"
 #include <pcap/pcap.h>
 
 #ifdef HAVE_ROARING
@@ -1316,32 +1318,16 @@ test_recorder_concurrent(void **state)
 int
 main(void)
 {
-    const char *seed_env = getenv("GPU_TEST_SEED");
-    const char *be_env = getenv("GPU_INDEX_BACKEND");
-
     have_cuda = gpu_index_cuda_available();
-    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
-                                        : (uint64_t) time(NULL);
-    printf("test-index: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+    int chosen[2];
 
-    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
-        backends[n_backends++] = GPU_INDEX_BACKEND_CPU;
-        if (have_cuda) {
-            backends[n_backends++] = GPU_INDEX_BACKEND_CUDA;
-        }
-    } else if (!strcmp(be_env, "cpu")) {
-        backends[n_backends++] = GPU_INDEX_BACKEND_CPU;
-    } else if (!strcmp(be_env, "cuda")) {
-        if (!have_cuda) {
-            fprintf(stderr, "test-index: GPU_INDEX_BACKEND=cuda but no "
-                    "usable CUDA device (or no CUDA build)\n");
-            return 1;
-        }
-        backends[n_backends++] = GPU_INDEX_BACKEND_CUDA;
-    } else {
-        fprintf(stderr, "test-index: GPU_INDEX_BACKEND must be cpu, cuda "
-                "or all, not \"%s\"\n", be_env);
+    master_seed = test_seed_init("test-index");
+    n_backends = test_backends_from_env("test-index", "GPU_INDEX_BACKEND", have_cuda, GPU_INDEX_BACKEND_CPU, GPU_INDEX_BACKEND_CUDA, chosen);
+    if (!n_backends) {
         return 1;
+    }
+    for (int i = 0; i < n_backends; i++) {
+        backends[i] = chosen[i];
     }
     printf("test-index: backends:");
     for (int i = 0; i < n_backends; i++) {

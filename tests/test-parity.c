@@ -46,6 +46,8 @@
 
 #include <cmocka.h>
 
+#include "tests/test-common.h"
+
 #ifdef HAVE_JERASURE
 #include <jerasure.h>
 #include <cauchy.h>
@@ -970,32 +972,16 @@ test_packets(void **state)
 int
 main(void)
 {
-    const char *seed_env = getenv("GPU_TEST_SEED");
-    const char *be_env = getenv("GPU_PARITY_BACKEND");
-
     cuda_here = gpu_parity_cuda_available();
-    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
-                                        : (uint64_t) time(NULL);
-    printf("test-parity: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
+    int chosen[2];
 
-    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
-        backends[n_backends++] = GPU_PARITY_BACKEND_CPU;
-        if (cuda_here) {
-            backends[n_backends++] = GPU_PARITY_BACKEND_CUDA;
-        }
-    } else if (!strcmp(be_env, "cpu")) {
-        backends[n_backends++] = GPU_PARITY_BACKEND_CPU;
-    } else if (!strcmp(be_env, "cuda")) {
-        if (!cuda_here) {
-            fprintf(stderr, "test-parity: GPU_PARITY_BACKEND=cuda but no "
-                    "usable CUDA device (or no CUDA build)\n");
-            return 1;
-        }
-        backends[n_backends++] = GPU_PARITY_BACKEND_CUDA;
-    } else {
-        fprintf(stderr, "test-parity: GPU_PARITY_BACKEND must be cpu, cuda "
-                "or all, not \"%s\"\n", be_env);
+    master_seed = test_seed_init("test-parity");
+    n_backends = test_backends_from_env("test-parity", "GPU_PARITY_BACKEND", cuda_here, GPU_PARITY_BACKEND_CPU, GPU_PARITY_BACKEND_CUDA, chosen);
+    if (!n_backends) {
         return 1;
+    }
+    for (int i = 0; i < n_backends; i++) {
+        backends[i] = chosen[i];
     }
     printf("test-parity: backends:");
     for (int i = 0; i < n_backends; i++) {

@@ -45,6 +45,8 @@
 
 #include <cmocka.h>
 
+#include "tests/test-common.h"
+
 #include "gpu_services/re/gpu-re.h"
 
 static uint64_t master_seed;
@@ -1329,32 +1331,16 @@ test_packets(void **state)
 int
 main(void)
 {
-    const char *seed_env = getenv("GPU_TEST_SEED");
-    const char *be_env = getenv("GPU_RE_BACKEND");
     bool cuda = gpu_re_cuda_available();
+    int chosen[2];
 
-    master_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
-                                        : (uint64_t) time(NULL);
-    printf("test-re: GPU_TEST_SEED=0x%016" PRIx64 "\n", master_seed);
-
-    if (!be_env || !*be_env || !strcmp(be_env, "all")) {
-        backends[n_backends++] = GPU_RE_BACKEND_CPU;
-        if (cuda) {
-            backends[n_backends++] = GPU_RE_BACKEND_CUDA;
-        }
-    } else if (!strcmp(be_env, "cpu")) {
-        backends[n_backends++] = GPU_RE_BACKEND_CPU;
-    } else if (!strcmp(be_env, "cuda")) {
-        if (!cuda) {
-            fprintf(stderr, "test-re: GPU_RE_BACKEND=cuda but no usable "
-                    "CUDA device (or no CUDA build)\n");
-            return 1;
-        }
-        backends[n_backends++] = GPU_RE_BACKEND_CUDA;
-    } else {
-        fprintf(stderr, "test-re: GPU_RE_BACKEND must be cpu, cuda or all, "
-                "not \"%s\"\n", be_env);
+    master_seed = test_seed_init("test-re");
+    n_backends = test_backends_from_env("test-re", "GPU_RE_BACKEND", cuda, GPU_RE_BACKEND_CPU, GPU_RE_BACKEND_CUDA, chosen);
+    if (!n_backends) {
         return 1;
+    }
+    for (int i = 0; i < n_backends; i++) {
+        backends[i] = chosen[i];
     }
     printf("test-re: backends:");
     for (int i = 0; i < n_backends; i++) {

@@ -22,7 +22,8 @@ GPU_IDS_DATA_CPPFLAGS = \
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-ids
 TESTS += tests/test-ids
-tests_test_ids_SOURCES = tests/test-ids.c
+tests_test_ids_SOURCES = tests/test-ids.c tests/test-common.c \
+	tests/test-common.h
 tests_test_ids_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
 	$(HYPERSCAN_CFLAGS) $(GPU_IDS_DATA_CPPFLAGS)
 tests_test_ids_LDADD = gpu_services/ids/libgpuids.a \

@@ -26,7 +26,8 @@ GPU_INDEX_LIBS = gpu_services/index/libgpuindex.a \
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-index
 TESTS += tests/test-index
-tests_test_index_SOURCES = tests/test-index.c
+tests_test_index_SOURCES = tests/test-index.c tests/test-common.c \
+	tests/test-common.h
 tests_test_index_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
 	$(ROARING_CFLAGS) $(PCAP_CFLAGS)
 tests_test_index_LDADD = $(GPU_INDEX_LIBS) $(CMOCKA_LIBS) $(ROARING_LIBS)

@@ -19,7 +19,8 @@ endif
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-parity
 TESTS += tests/test-parity
-tests_test_parity_SOURCES = tests/test-parity.c
+tests_test_parity_SOURCES = tests/test-parity.c tests/test-common.c \
+	tests/test-common.h
 tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
 	$(JERASURE_CFLAGS)
 tests_test_parity_LDADD = gpu_services/parity/libgpuparity.a \

@@ -18,7 +18,8 @@ endif
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-re
 TESTS += tests/test-re
-tests_test_re_SOURCES = tests/test-re.c
+tests_test_re_SOURCES = tests/test-re.c tests/test-common.c \
+	tests/test-common.h
 tests_test_re_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_test_re_LDADD = gpu_services/re/libgpure.a \
 	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
