@@ -51,7 +51,8 @@ build() {
     done
     LIBS="$B/ids.o $B/ids-rules.o $B/ids-cpu.o $B/ids-cuda.o \
           $B/gpu-runtime.o"
-    gcc -o "$B/test-ids" "$B/test-ids.o" "$B/test-common.o" $LIBS $LIBDIRS \
+    gcc -o "$B/test-ids" "$B/test-ids.o" "$B/test-common.o" $LIBS \
+        $LIBDIRS \
         -lcmocka -lhs -lcudart -lpthread -lstdc++
     gcc -o "$B/ids-bench" "$B/ids-bench.o" $LIBS $LIBDIRS \
         -lhs -lcudart -lpthread -lstdc++

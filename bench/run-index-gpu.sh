@@ -65,13 +65,15 @@ build() {
         -o "$B/index-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     for f in gpu_services/index/index.c gpu_services/index/index-cpu.c \
              gpu_services/index/query.c gpu_services/index/store.c \
-             gpu_runtime/gpu-runtime.c tests/test-index.c tests/test-common.c \
+             gpu_runtime/gpu-runtime.c tests/test-index.c \
+             tests/test-common.c \
              bench/index-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/index.o $B/index-cpu.o $B/query.o $B/store.o \
           $B/index-cuda.o $B/gpu-runtime.o"
-    gcc -o "$B/test-index" "$B/test-index.o" "$B/test-common.o" $LIBS $LIBDIRS \
+    gcc -o "$B/test-index" "$B/test-index.o" "$B/test-common.o" \
+        $LIBS $LIBDIRS \
         -lcmocka -lpcap -lroaring -lcudart -lpthread -lstdc++
     gcc -o "$B/index-bench" "$B/index-bench.o" $LIBS $LIBDIRS \
         -lpcap -lroaring -lcudart -lpthread -lstdc++

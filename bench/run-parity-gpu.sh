@@ -57,12 +57,14 @@ build() {
         --resource-usage -c gpu_services/parity/parity-cuda.cu \
         -o "$B/parity-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     for f in gpu_services/parity/parity.c gpu_services/parity/parity-cpu.c \
-             gpu_runtime/gpu-runtime.c tests/test-parity.c tests/test-common.c \
+             gpu_runtime/gpu-runtime.c tests/test-parity.c \
+             tests/test-common.c \
              bench/parity-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/parity.o $B/parity-cpu.o $B/parity-cuda.o $B/gpu-runtime.o"
-    gcc -o "$B/test-parity" "$B/test-parity.o" "$B/test-common.o" $LIBS -L"$LIB" \
+    gcc -o "$B/test-parity" "$B/test-parity.o" "$B/test-common.o" \
+        $LIBS -L"$LIB" \
         -L"$CUDA/lib64" -lcmocka -lJerasure -lgf_complete -lcudart \
         -lpthread -lstdc++
     gcc -o "$B/parity-bench" "$B/parity-bench.o" $LIBS -L"$LIB" \

@@ -59,7 +59,8 @@ build() {
     if [ $have_cmocka = yes ]; then
         gcc $CFLAGS -c tests/test-re.c -o "$B/test-re.o"
         gcc $CFLAGS -c tests/test-common.c -o "$B/test-common.o"
-        gcc -o "$B/test-re" "$B/test-re.o" "$B/test-common.o" $LIBS $LIBDIRS \
+        gcc -o "$B/test-re" "$B/test-re.o" "$B/test-common.o" $LIBS \
+            $LIBDIRS \
             -lcmocka -lcudart -lpthread -lstdc++
     fi
     set +e

@@ -373,8 +373,9 @@ re_format_peer(struct ds *s, struct re_peer *p)
     ovs_mutex_unlock(&p->mutex);
     atomic_read_relaxed(&p->n_errors, &n_errors);
 
-    ds_put_format(s, "%s peer %s: %s\n", p->encoder ? "re_encode" : "re_decode",
-                  p->name, p->options[0] ? p->options : "default options");
+    ds_put_format(s, "%s peer %s: %s\n",
+                  p->encoder ? "re_encode" : "re_decode", p->name,
+                  p->options[0] ? p->options : "default options");
     if (p->encoder) {
         ds_put_format(s, "  chunking: %s\n", gpu_re_chunker_why(p->chunker));
     }

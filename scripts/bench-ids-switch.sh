@@ -30,13 +30,17 @@ while test $# -gt 0; do
     esac
     shift
 done
-test -f "$RULES" || { echo "bench-ids-switch.sh: --rules FILE needed" >&2; exit 2; }
+if ! test -f "$RULES"; then
+    echo "bench-ids-switch.sh: --rules FILE needed" >&2
+    exit 2
+fi
 
 . "$SRC/scripts/switch-bench-lib.sh"
 
 SIGNATURE=ovs-gpu-bench-signature
 cp "$RULES" "$RUN/bench.rules"
-echo "alert tcp any any -> any any (msg:\"bench signature\"; content:\"$SIGNATURE\"; sid:9000001; rev:1;)" >> "$RUN/bench.rules"
+printf 'alert tcp any any -> any any (msg:"%s"; content:"%s"; %s)\n' \
+    "bench signature" "$SIGNATURE" "sid:9000001; rev:1;" >> "$RUN/bench.rules"
 python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/mix.pcap" --count "$COUNT" \
     --size-mix internet --plant "$SIGNATURE" --plant-every 100 >/dev/null
 # Mean frame size on the wire (with FCS), for Gbit/s.
@@ -70,7 +74,8 @@ for mode in $MODES; do
             "in_port=p0,actions=gpu_ids(ruleset=bench,alert),output:p1"
     fi
     read mpps dummy < <(measure)
-    gbps=$(awk -v p="$mpps" -v m="$mean" 'BEGIN { printf "%.2f", p * m * 8 / 1e3 }')
+    gbps=$(awk -v p="$mpps" -v m="$mean" \
+        'BEGIN { printf "%.2f", p * m * 8 / 1e3 }')
     show=$(ovs-appctl gpu/show)
     ids=$(ovs-appctl gpu-ids/show bench)
     lat=$(echo "$show" | awk '/service call latency:/ { print $4 }')
@@ -89,5 +94,6 @@ for mode in $MODES; do
     fi
     stop_switch
 done
-echo "mean frame: $mean bytes on the wire; $(nproc) cores, PMD on core $pmd_core" \
+echo "mean frame: $mean bytes on the wire;" \
+    "$(nproc) cores, PMD on core $pmd_core" \
     | tee -a ${OUTFILE:+"$OUTFILE"}
