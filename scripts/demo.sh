@@ -100,13 +100,16 @@ total=$(python3 "$SRC/scripts/pcap-count.py" "$RUN/in.pcap")
 # carries the demo signature.
 sed -i '/nw_proto=6,/s/actions=output:2$/actions=gpu_ids(ruleset=demo,alert),output:2/' \
     "$RUN/flows.txt"
+# What the ACL drops is recorded, with bitmap indexes, for forensics.
+sed -i 's/actions=drop$/actions=gpu_index(store=dropped)/' "$RUN/flows.txt"
 cat > "$RUN/demo.rules" <<EOF
 alert tcp any any -> any any (msg:"ovs-gpu demo signature"; content:"$SIGNATURE"; sid:9000001; rev:1;)
 alert tcp any any -> any any (msg:"demo, case-insensitive"; content:"OVS-GPU-DEMO"; nocase; sid:9000002; rev:1;)
 alert udp any any -> any 53 (msg:"never in this traffic"; content:"|00 ff 00 ff 00 ff|"; sid:9000003; rev:1;)
 EOF
 echo "$(wc -l < "$RUN/flows.txt") flows," \
-     "$(grep -c gpu_ids "$RUN/flows.txt") of them through gpu_ids"
+     "$(grep -c gpu_ids "$RUN/flows.txt") of them through gpu_ids," \
+     "$(grep -c gpu_index "$RUN/flows.txt") recording what they drop"
 
 echo "== starting ovsdb-server and ovs-vswitchd in $RUN"
 ovsdb-tool create "$RUN/conf.db" "$OVS/vswitchd/vswitch.ovsschema"
@@ -122,7 +125,8 @@ ovs-vsctl --no-wait set Open_vSwitch . \
     other_config:gpu-offload=true \
     other_config:gpu-dpcls-min-subtables=${MIN_SUBTABLES:-0} \
     other_config:gpu-validate=true \
-    other_config:gpu-ids-ruleset-demo="$RUN/demo.rules"
+    other_config:gpu-ids-ruleset-demo="$RUN/demo.rules" \
+    other_config:gpu-index-store-dropped="$RUN/dropped"
 ovs-vswitchd "$DB_SOCK" --pidfile --detach --log-file
 
 # Flows go in before the ports, so the first packet meets them.
@@ -184,6 +188,9 @@ echo "-- gpu-ids/show"
 ovs-appctl gpu-ids/show | tee "$RUN/ids-show.txt"
 echo "-- IDS alerts logged (first 3)"
 grep 'gpu_ids demo: sid' "$RUN/ovs-vswitchd.log" | head -3 | sed 's/^/  /'
+echo "-- gpu-index/query dropped 'tcp and dport=0-1023' --limit 3"
+ovs-appctl gpu-index/query dropped 'tcp and dport=0-1023' --limit 3
+ovs-appctl gpu-index/show dropped | tee "$RUN/index-show.txt"
 echo "-- gpu/dpcls-show"
 ovs-appctl gpu/dpcls-show | tee "$RUN/dpcls-show.txt"
 gpu_lookups=$(awk '/^  lookups on GPU:/ { n += $4 } END { print n + 0 }' \
@@ -192,6 +199,8 @@ mismatches=$(awk '/^  validation mismatches:/ { n += $3 } END { print n + 0 }' \
              "$RUN/dpcls-show.txt")
 
 ids_matched=$(sed -n 's/^  matched: \([0-9]*\),.*/\1/p' "$RUN/ids-show.txt")
+recorded=$(sed -n 's/^  packets: [0-9]* submitted, \([0-9]*\) recorded.*/\1/p' \
+           "$RUN/index-show.txt")
 rx=$(rx_of p0)
 tx=$(tx_of p1)
 # Close the ports so the output pcap is complete, then count it.
@@ -202,14 +211,16 @@ echo "packets in output pcap: $written"
 if $SMOKE; then
     if test "$rx" != "$total" || test "$tx" != "$expected" \
             || test "$written" != "$expected" || test "$gpu_lookups" = 0 \
-            || test "$mismatches" != 0 || test "$ids_matched" = 0; then
+            || test "$mismatches" != 0 || test "$ids_matched" = 0 \
+            || test "${recorded:-0}" != $((rx - tx)); then
         echo "smoke test FAILED: rx $rx of $total, tx $tx and written" \
              "$written of $expected, $gpu_lookups lookups offloaded," \
              "$mismatches validation mismatches, $ids_matched IDS" \
-             "matches" >&2
+             "matches, ${recorded:-0} dropped packets recorded" >&2
         exit 1
     fi
     echo "smoke test passed: $rx in, $tx out, $((rx - tx)) dropped by flow," \
          "$gpu_lookups lookups offloaded, no validation mismatch," \
-         "$ids_matched packets matched by gpu_ids"
+         "$ids_matched packets matched by gpu_ids," \
+         "$recorded dropped packets recorded and indexed"
 fi
