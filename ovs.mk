@@ -148,5 +148,6 @@ check-local:
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-dpcls-peer || status=1; \
 	exit $$status
 .PHONY: check-dpdk-smoke
