@@ -3,8 +3,8 @@
 # run.  The peer includes OVS's headers and config.h, like the plugin, so
 # it is a library of its own, compiled after OVS is built (its generated
 # headers); the program links it with OVS's libopenvswitch.a and what that
-# needs (libtool's dependency_libs, read when the program is linked, since
-# the .la file does not exist before OVS is built).
+# needs (libtool's dependency_libs, copied to bench/ovs-libs.txt once OVS
+# is built, since the .la file does not exist before).
 
 noinst_LIBRARIES += bench/libovsdpclspeer.a
 bench_libovsdpclspeer_a_SOURCES = \
@@ -13,19 +13,26 @@ bench_libovsdpclspeer_a_SOURCES = \
 bench_libovsdpclspeer_a_CPPFLAGS = \
 	-I$(OVS_BUILDDIR) -I$(OVS_BUILDDIR)/include -I$(OVS_BUILDDIR)/lib \
 	-I$(top_srcdir)
+# Without DPDK's -march=corei7, as OVS builds itself (see CFLAGS below).
 if HAVE_DPDK
-bench_libovsdpclspeer_a_CPPFLAGS += $(DPDK_CFLAGS)
+bench_libovsdpclspeer_a_CPPFLAGS += $(filter-out -march=%,$(DPDK_CFLAGS))
 endif
-# OVS's headers are not written for -Wextra.
-bench_libovsdpclspeer_a_CFLAGS = -Wall -std=gnu11 -g -O2
+# OVS's headers are not written for -Wextra.  OVS's own CFLAGS (read from
+# its Makefile when compiling): OVS's inline hash functions depend on the
+# ISA they are compiled for (SSE 4.2's CRC32 or not), and a rule hashed
+# here must be found by OVS's lookup, hashed there.
+bench_libovsdpclspeer_a_CFLAGS = -Wall -std=gnu11 \
+	`sed -n 's/^CFLAGS = //p' $(OVS_BUILDDIR)/Makefile`
 $(bench_libovsdpclspeer_a_OBJECTS): $(OVS_STAMP_LIBS)
 
 OVS_LIBOPENVSWITCH = $(OVS_BUILDDIR)/lib/.libs/libopenvswitch.a
-OVS_LIBOPENVSWITCH_LIBS = $(shell sed -n \
-	"s/^dependency_libs='\(.*\)'$$/\1/p" \
-	$(OVS_BUILDDIR)/lib/libopenvswitch.la 2>/dev/null)
 $(OVS_LIBOPENVSWITCH): $(OVS_STAMP_LIBS)
 	@:
+bench/ovs-libs.txt: $(OVS_STAMP_LIBS)
+	$(AM_V_GEN)sed -n "s/^dependency_libs='\(.*\)'$$/\1/p" \
+		$(OVS_BUILDDIR)/lib/libopenvswitch.la \
+		| sed 's|\([^ ]*\)/\([^/ ]*\)\.la|\1/.libs/\2.a|g' > $@
+CLEANFILES += bench/ovs-libs.txt
 
 noinst_PROGRAMS += bench/classifier-bench-ovs
 bench_classifier_bench_ovs_SOURCES = \
@@ -36,11 +43,11 @@ bench_classifier_bench_ovs_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(GPU_CLASSIFIER_DATA_CPPFLAGS) -DOVS_DPCLS_PEER
 bench_classifier_bench_ovs_LDADD = bench/libovsdpclspeer.a \
 	gpu_classifier/libgpuclassifier.a gpu_runtime/libgpuruntime.a \
-	$(OVS_LIBOPENVSWITCH) $(OVS_LIBOPENVSWITCH_LIBS) $(CUDA_LIBS)
+	$(OVS_LIBOPENVSWITCH) `cat bench/ovs-libs.txt` $(CUDA_LIBS)
 # Named, so that automake does not make prerequisites of the -l flags.
 bench_classifier_bench_ovs_DEPENDENCIES = bench/libovsdpclspeer.a \
 	gpu_classifier/libgpuclassifier.a gpu_runtime/libgpuruntime.a \
-	$(OVS_LIBOPENVSWITCH)
+	$(OVS_LIBOPENVSWITCH) bench/ovs-libs.txt
 
 # The peer's answers against the classifier's, on small synthetic sets (a
 # few seconds); the exit status says whether any differed.
