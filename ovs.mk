@@ -94,7 +94,7 @@ all-local: ovs-build
 OVS_TESTS ?= ovs-gpu.at ovs-gpu-dpcls.at dpif-netdev.at pmd.at
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
-		| $(srcdir)/scripts/at-select $(OVS_TESTS)`; \
+		| $(abs_top_srcdir)/scripts/at-select $(OVS_TESTS)`; \
 	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"; \
@@ -109,7 +109,7 @@ OVS_OFFLOAD_TESTS ?= dpif-netdev.at pmd.at
 OVS_GPU_FORCED_CONFIG = gpu-offload=true,gpu-dpcls-min-subtables=0,gpu-validate=true
 check-ovs-offload: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
-		| $(srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
+		| $(abs_top_srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
 	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
 	rm -f offload-stats.txt; \
 	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \
