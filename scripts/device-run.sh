@@ -99,7 +99,8 @@ ovs-bench)
     for d in "$SRC/.deps/data" "$SRC/shared/data" "$SRC/../shared/data"; do
         [ -d "$d/classbench" ] && export OVSGPU_SHARED_DATA=$d && break
     done
-    timeout 560 bench/classifier-bench-ovs ${OVS_BENCH_ARGS:---max-seconds 0.15} \
+    timeout 560 bench/classifier-bench-ovs \
+        ${OVS_BENCH_ARGS:---max-seconds 0.15} \
         --csv "$OUT/classifier-bench-ovs.csv" 2>&1 \
         | tee "$OUT/classifier-bench-ovs.txt"
     echo "classifier-bench-ovs: exit ${PIPESTATUS[0]}"
