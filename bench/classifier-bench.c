@@ -16,10 +16,20 @@
  *   cpu      the CPU backend on one core, same table, same keys.
  *
  * --csv writes one line per measurement, keyed by set name, rule count,
- * class count, semantics, algorithm and batch, so that other peers (OVS's
- * own dpcls, measured through the OVS build) can be joined on those keys.
+ * class count, semantics, algorithm and batch, so that other peers can be
+ * joined on those keys.
  * --dump writes each set's rules and keys as text (one rule a line:
  * "value words / mask words priority handle" in hex) for such peers.
+ *
+ * Built as bench/classifier-bench-ovs (OVS_DPCLS_PEER defined, linked with
+ * the OVS build), each set is also looked up by OVS 3.1's own dpcls on one
+ * core (bench/ovs-dpcls-peer.c), with the generic subtable lookup OVS
+ * picks by default and, where the CPU has AVX-512, with avx512_gather:
+ *   ovs-1c   OVS's dpcls, default lookup functions, one core (M lookups/s);
+ *   ovs-avx  the same with avx512_gather preferred ("-" if unavailable).
+ * Its answers are checked against the classifier's on the set's first
+ * --check-keys keys (default 65536): any mismatch is printed and makes
+ * the exit status 1.
  */
 #include <config.h>
 
@@ -35,6 +45,9 @@
 
 #include "gpu_classifier/gpu-classifier.h"
 #include "tests/classifier-classbench.h"
+#ifdef OVS_DPCLS_PEER
+#include "bench/ovs-dpcls-peer.h"
+#endif
 
 #define MAX_W 8
 #define INFLIGHT 4
@@ -49,6 +62,8 @@ static unsigned int one_c;
 static bool synth_hp;           /* --priority: synthetic sets use
                                  * highest-priority semantics. */
 static bool have_cuda;
+static size_t check_keys = 65536;   /* --check-keys N. */
+static unsigned int n_failures;     /* Sets whose answers differed. */
 
 static double
 now(void)
@@ -282,9 +297,12 @@ dump_ruleset(const struct ruleset *rs)
     }
 }
 
+/* Builds a table of 'rs''s rules.  Sets dup[r], if 'dup' is nonnull, for
+ * each rule the table refused as a duplicate of an earlier one, so that
+ * peers skip it too. */
 static struct gpu_cls_table *
 build(const struct ruleset *rs, enum gpu_cls_backend be,
-      enum gpu_cls_algorithm alg, double *secs)
+      enum gpu_cls_algorithm alg, double *secs, bool *dup)
 {
     struct gpu_cls_config cfg;
     struct gpu_cls_table *t;
@@ -304,6 +322,9 @@ build(const struct ruleset *rs, enum gpu_cls_backend be,
         err = gpu_cls_insert(t, &rs->values[r * rs->n_words],
                              &rs->masks[r * rs->n_words], rs->prios[r],
                              rs->handles[r]);
+        if (dup) {
+            dup[r] = err == GPU_ERR_EXISTS;
+        }
         if (err && err != GPU_ERR_EXISTS) {
             fprintf(stderr, "insert: %s\n", gpu_status_string(err));
             gpu_cls_destroy(t);
@@ -436,12 +457,145 @@ time_cuda(struct gpu_cls_table *t, const struct ruleset *rs, size_t batch,
 static void
 header(void)
 {
-    printf("%-18s %7s %5s %6s %-6s %-6s %9s %9s %9s %8s %7s\n", "set",
+    printf("%-18s %7s %5s %6s %-6s %-6s %9s %9s %9s %8s %7s", "set",
            "rules", "class", "batch", "alg", "chosen", "kernel", "e2e",
            "e2e-sync", "cpu-1c", "e2e/cpu");
-    printf("%-18s %7s %5s %6s %-6s %-6s %9s %9s %9s %8s %7s\n", "", "", "",
+#ifdef OVS_DPCLS_PEER
+    printf(" %8s %8s %7s %7s", "ovs-1c", "ovs-avx", "cpu/ovs", "e2e/ovs");
+#endif
+    printf("\n%-18s %7s %5s %6s %-6s %-6s %9s %9s %9s %8s %7s", "", "", "",
            "", "", "", "Mlk/s", "Mlk/s", "Mlk/s", "Mlk/s", "x");
+#ifdef OVS_DPCLS_PEER
+    printf(" %8s %8s %7s %7s", "Mlk/s", "Mlk/s", "x", "x");
+#endif
+    printf("\n");
 }
+
+#ifdef OVS_DPCLS_PEER
+/* What OVS's dpcls did on one set. */
+struct ovs_meas {
+    double mlps;                /* M lookups/s on one core; 0: not run. */
+    double probes_per_hit;      /* Subtables searched per matched key. */
+};
+
+static bool
+rule_matches(const struct ruleset *rs, size_t r, const uint64_t *key)
+{
+    const uint64_t *value = &rs->values[r * rs->n_words];
+    const uint64_t *mask = &rs->masks[r * rs->n_words];
+
+    for (unsigned int i = 0; i < rs->n_words; i++) {
+        if ((key[i] & mask[i]) != (value[i] & mask[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static double
+time_ovs(struct ovs_dpcls_peer *p, const struct ruleset *rs, uint32_t *res)
+{
+    size_t chunk = rs->n_keys < 1024 ? rs->n_keys : 1024;
+    size_t done = 0, off = 0;
+    double t0, el;
+
+    ovs_dpcls_peer_lookup(p, 0, chunk, res, NULL);
+    t0 = now();
+    do {
+        if (off + chunk > rs->n_keys) {
+            off = 0;
+        }
+        ovs_dpcls_peer_lookup(p, off, chunk, res, NULL);
+        done += chunk;
+        off += chunk;
+        el = now() - t0;
+    } while (el < max_seconds);
+    return done / el;
+}
+
+/* Builds OVS's dpcls of 'rs''s rules (but the duplicates the classifier
+ * refused, 'dup'), checks its answers against those of 'ref_t' (the
+ * classifier's CPU backend, same rules) on the set's first check_keys
+ * keys, and times it on one core.  Returns false if an answer was wrong:
+ * found by one and not the other, or a rule that does not match the key.
+ * dpcls has no priorities and stops at the first subtable with a match,
+ * so where rules overlap (ClassBench) it may answer with another matching
+ * rule than the classifier's highest-priority one; that is counted, not
+ * failed.  Megaflows never overlap, and the synthetic sets almost never
+ * do. */
+static bool
+run_ovs_peer(const struct ruleset *rs, const bool *dup,
+             struct gpu_cls_table *ref_t, bool avx512, struct ovs_meas *om)
+{
+    struct ovs_dpcls_peer *p = ovs_dpcls_peer_create(rs->n_words, avx512);
+    size_t n = rs->n_keys < check_keys ? rs->n_keys : check_keys;
+    uint32_t *ids = malloc((n > 1024 ? n : 1024) * sizeof *ids);
+    uint32_t *ref = malloc(n * sizeof *ref);
+    size_t bad = 0, other = 0, found = 0;
+    uint64_t probes = 0;
+    char impl[256];
+
+    for (size_t r = 0; r < rs->n_rules; r++) {
+        if (!dup[r]) {
+            ovs_dpcls_peer_insert(p, &rs->values[r * rs->n_words],
+                                  &rs->masks[r * rs->n_words], r);
+        }
+    }
+    ovs_dpcls_peer_finish(p);
+    ovs_dpcls_peer_set_keys(p, rs->keys, rs->n_keys);
+    ovs_dpcls_peer_describe(p, impl, sizeof impl);
+
+    ovs_dpcls_peer_lookup(p, 0, n, ids, &probes);
+    gpu_cls_lookup(ref_t, rs->keys, n, rs->n_words, ref);
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *key = &rs->keys[i * rs->n_words];
+        bool p_found = ids[i] != OVS_DPCLS_PEER_NO_MATCH;
+        bool c_found = ref[i] != GPU_CLS_NO_MATCH;
+
+        /* With first-match semantics (synthetic sets, whose handles are
+         * rule indexes), two different answers are both right only if the
+         * key matches both rules: an overlap, which megaflows never have
+         * and these sets very rarely. */
+        bool c_wrong = p_found && c_found && rs->handles[ids[i]] != ref[i]
+                       && rs->sem == GPU_CLS_FIRST_MATCH
+                       && ref[i] < rs->n_rules
+                       && rs->handles[ref[i]] == ref[i]
+                       && !rule_matches(rs, ref[i], key);
+
+        if (p_found != c_found || c_wrong
+            || (p_found && !rule_matches(rs, ids[i], key))) {
+            if (++bad <= 5) {
+                printf("%-18s MISMATCH: key %zu: OVS dpcls found %s, the "
+                       "classifier %s\n", rs->name, i,
+                       !p_found ? "no rule"
+                       : rule_matches(rs, ids[i], key) ? "a rule"
+                       : "a rule that does not match",
+                       !c_found ? "no rule"
+                       : c_wrong ? "a rule that does not match" : "a rule");
+            }
+        } else if (p_found && rs->handles[ids[i]] != ref[i]) {
+            other++;
+        }
+        found += p_found;
+    }
+    om->probes_per_hit = found ? (double) probes / found : 0;
+    printf("%-18s ovs dpcls%s: %zu subtables (%s), %.1f searched per hit; "
+           "check of %zu keys: %zu found, %zu mismatches, %zu answered by "
+           "another matching rule\n", rs->name, avx512 ? " (avx512)" : "",
+           ovs_dpcls_peer_n_subtables(p), impl, om->probes_per_hit, n,
+           found, bad, other);
+    if (bad) {
+        printf("%-18s MISMATCH: %zu of %zu OVS dpcls answers differ from "
+               "the classifier's\n", rs->name, bad, n);
+    }
+
+    om->mlps = time_ovs(p, rs, ids) / 1e6;
+    ovs_dpcls_peer_destroy(p);
+    free(ids);
+    free(ref);
+    return !bad;
+}
+#endif
 
 static void
 run_set(const struct ruleset *rs, const size_t *batches, int n_batches,
@@ -459,14 +613,31 @@ run_set(const struct ruleset *rs, const size_t *batches, int n_batches,
         max_batch = batches[i] > max_batch ? batches[i] : max_batch;
     }
     dump_ruleset(rs);
-    cpu_t = build(rs, GPU_CLS_BACKEND_CPU, GPU_CLS_AUTO, &build_cpu);
+    bool *dup = calloc(rs->n_rules, sizeof *dup);
+    cpu_t = build(rs, GPU_CLS_BACKEND_CPU, GPU_CLS_AUTO, &build_cpu, dup);
     if (have_cuda) {
-        gpu_t = build(rs, GPU_CLS_BACKEND_CUDA, GPU_CLS_AUTO, &build_gpu);
+        gpu_t = build(rs, GPU_CLS_BACKEND_CUDA, GPU_CLS_AUTO, &build_gpu,
+                      NULL);
     }
     if (!cpu_t || (have_cuda && !gpu_t)) {
+        free(dup);
         return;
     }
     gpu_cls_get_stats(cpu_t, &st);
+
+#ifdef OVS_DPCLS_PEER
+    /* Once per set: OVS's lookup does not depend on the algorithm. */
+    struct ovs_meas om = { 0, 0 }, om_avx = { 0, 0 };
+    if (with_cpu) {
+        if (!run_ovs_peer(rs, dup, cpu_t, false, &om)) {
+            n_failures++;
+        }
+        if (ovs_dpcls_peer_avx512_available()
+            && !run_ovs_peer(rs, dup, cpu_t, true, &om_avx)) {
+            n_failures++;
+        }
+    }
+#endif
 
     uint32_t *ref = malloc(max_batch * sizeof *ref);
     uint32_t *res = malloc(max_batch * sizeof *res);
@@ -495,19 +666,37 @@ run_set(const struct ruleset *rs, const size_t *batches, int n_batches,
             }
 #endif
             printf("%-18s %7zu %5" PRIu64 " %6zu %-6s %-6s %9.1f %9.1f "
-                   "%9.1f %8.2f %7.0f\n", rs->name, rs->n_rules,
+                   "%9.1f %8.2f %7.0f", rs->name, rs->n_rules,
                    st.n_classes, batch, gpu_cls_algorithm_name(algs[a]),
                    gpu_cls_algorithm_name(st.chosen), m.kernel, m.e2e,
                    m.e2e_sync, m.cpu,
                    m.cpu > 0 && m.e2e > 0 ? m.e2e / m.cpu : 0);
+#ifdef OVS_DPCLS_PEER
+            /* OVS's figures on the rows with the CPU backend's. */
+            double ovs = m.cpu > 0 ? om.mlps : 0;
+            double ovs_avx = m.cpu > 0 ? om_avx.mlps : 0;
+            char avx[16] = "-";
+
+            if (ovs_avx > 0) {
+                snprintf(avx, sizeof avx, "%.2f", ovs_avx);
+            }
+            printf(" %8.2f %8s %7.1f %7.0f", ovs, avx,
+                   ovs > 0 ? m.cpu / ovs : 0,
+                   ovs > 0 && m.e2e > 0 ? m.e2e / ovs : 0);
+#endif
+            printf("\n");
             fflush(stdout);
             if (csv) {
                 fprintf(csv, "%s,%zu,%" PRIu64 ",%s,%s,%s,%zu,%.3f,%.3f,"
-                        "%.3f,%.4f\n", rs->name, rs->n_rules, st.n_classes,
+                        "%.3f,%.4f", rs->name, rs->n_rules, st.n_classes,
                         rs->sem == GPU_CLS_FIRST_MATCH ? "first" : "priority",
                         gpu_cls_algorithm_name(algs[a]),
                         gpu_cls_algorithm_name(st.chosen), batch, m.kernel,
                         m.e2e, m.e2e_sync, m.cpu);
+#ifdef OVS_DPCLS_PEER
+                fprintf(csv, ",%.4f,%.4f", ovs, ovs_avx);
+#endif
+                fprintf(csv, "\n");
                 fflush(csv);
             }
         }
@@ -531,12 +720,14 @@ run_set(const struct ruleset *rs, const size_t *batches, int n_batches,
         if (bad) {
             printf("%-18s MISMATCH: %zu of %zu GPU results differ from the "
                    "CPU backend\n", rs->name, bad, n);
+            n_failures++;
         }
     }
     free(ref);
     free(res);
     gpu_cls_destroy(cpu_t);
     gpu_cls_destroy(gpu_t);
+    free(dup);
 }
 
 int
@@ -570,10 +761,12 @@ main(int argc, char *argv[])
             only = "one";
         } else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc) {
             max_seconds = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--check-keys") && i + 1 < argc) {
+            check_keys = strtoul(argv[++i], NULL, 10);
         } else {
             fprintf(stderr, "usage: %s [--quick] [--csv FILE] [--dump DIR] "
                     "[--only synth|classbench] [--synth RULES:CLASSES] "
-                    "[--priority] [--max-seconds S]\n",
+                    "[--priority] [--max-seconds S] [--check-keys N]\n",
                     argv[0]);
             return 2;
         }
@@ -584,7 +777,11 @@ main(int argc, char *argv[])
         if (csv) {
             fprintf(csv, "set,rules,classes,semantics,algorithm,chosen,"
                     "batch,gpu_kernel_mlps,gpu_e2e_mlps,gpu_e2e_sync_mlps,"
-                    "cpu_1core_mlps\n");
+                    "cpu_1core_mlps");
+#ifdef OVS_DPCLS_PEER
+            fprintf(csv, ",ovs_dpcls_1core_mlps,ovs_dpcls_avx512_1core_mlps");
+#endif
+            fprintf(csv, "\n");
         }
     }
 
@@ -617,6 +814,13 @@ main(int argc, char *argv[])
     printf("# kernel: keys/results in device memory; e2e: pinned host "
            "buffers, H2D+D2H included, %d batches in flight; e2e-sync: one "
            "at a time\n", INFLIGHT);
+#ifdef OVS_DPCLS_PEER
+    printf("# ovs-1c: OVS 3.1's dpcls (dpif-netdev, patches/0005), one "
+           "core, bursts of 32, subtables in creation order; ovs-avx: the "
+           "same with avx512_gather preferred (%s)\n",
+           ovs_dpcls_peer_avx512_available() ? "available"
+           : "not available on this CPU or build");
+#endif
 
     header();
     if (one_n) {
@@ -679,5 +883,8 @@ main(int argc, char *argv[])
     if (csv) {
         fclose(csv);
     }
-    return 0;
+    if (n_failures) {
+        printf("# FAILED: %u sets gave different answers\n", n_failures);
+    }
+    return n_failures ? 1 : 0;
 }

@@ -71,6 +71,30 @@ static struct gpu_dpcls_policy policy OVS_GUARDED_BY(all_dpcls_mutex);
  * old one are rebuilt. */
 static atomic_uint64_t backend_seq = 1;
 
+/* Test only ("ovs-appctl gpu/inject-fault"): how many more classifier
+ * batches fail as a device error would, and how many more table builds
+ * fail as full device memory would.  Real device failures are rare and
+ * cannot be caused on demand; these let the tests prove that every such
+ * failure ends in OVS's own lookup, counted and logged, with no packet
+ * lost. */
+static atomic_int fault_lookups = 0;
+static atomic_int fault_builds = 0;
+
+/* Takes one injected fault from 'faults', if any is left. */
+static bool
+gpu_dpcls_fault_take(atomic_int *faults)
+{
+    int n;
+
+    atomic_read_relaxed(faults, &n);
+    while (n > 0) {
+        if (atomic_compare_exchange_weak(faults, &n, n - 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* A rule mirrored from a dpcls. */
 struct gpu_dpcls_rule {
     struct hmap_node rule_node;     /* In gpu_dpcls 'rules', by 'rule'. */
@@ -281,6 +305,9 @@ gpu_dpcls_view_build(struct gpu_dpcls *gd)
     cfg.device = device;
 
     error = gpu_cls_create(&cfg, &view->table);
+    if (!error && gpu_dpcls_fault_take(&fault_builds)) {
+        error = cuda ? GPU_ERR_DEVICE_NOMEM : GPU_ERR_NOMEM;
+    }
     if (!error) {
         error = gpu_cls_batch_create(view->table, NETDEV_MAX_BURST,
                                      &view->batch);
@@ -601,6 +628,9 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
     if (!error) {
         error = gpu_cls_wait(view->batch);
     }
+    if (!error && gpu_dpcls_fault_take(&fault_lookups)) {
+        error = GPU_ERR_DEVICE;
+    }
     stat_add(&gd->stats.busy_ns, monotonic_nsec() - start);
     if (error) {
         ovs_mutex_unlock(&view->buffers_mutex);
@@ -793,11 +823,46 @@ gpu_dpcls_totals(uint64_t *gpu_lookups, uint64_t *mismatches)
     ovs_mutex_unlock(&all_dpcls_mutex);
 }
 
+/* "gpu/inject-fault dpcls|dpcls-nomem N": test only, see 'fault_lookups'.
+ * N replaces what is left of earlier injections; 0 cancels them. */
+static void
+gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
+                           const char *argv[], void *aux OVS_UNUSED)
+{
+    atomic_int *faults;
+    const char *what;
+    int n;
+
+    if (!strcmp(argv[1], "dpcls")) {
+        faults = &fault_lookups;
+        what = "lookup batches fail with a device error";
+    } else if (!strcmp(argv[1], "dpcls-nomem")) {
+        faults = &fault_builds;
+        what = "table builds fail for lack of memory";
+    } else {
+        unixctl_command_reply_error(conn, "unknown fault (use dpcls or "
+                                    "dpcls-nomem)");
+        return;
+    }
+    if (!str_to_int(argv[2], 10, &n) || n < 0) {
+        unixctl_command_reply_error(conn, "invalid count");
+        return;
+    }
+    atomic_store_relaxed(faults, n);
+    VLOG_INFO("test fault injected: the next %d %s", n, what);
+
+    char *reply = xasprintf("the next %d %s\n", n, what);
+    unixctl_command_reply(conn, reply);
+    free(reply);
+}
+
 void
 gpu_dpcls_init(void)
 {
     unixctl_command_register("gpu/dpcls-show", "[core_id]", 0, 1,
                              gpu_dpcls_show_cmd, NULL);
+    unixctl_command_register("gpu/inject-fault", "dpcls|dpcls-nomem N", 2, 2,
+                             gpu_dpcls_inject_fault_cmd, NULL);
 }
 
 OVS_CONSTRUCTOR(gpu_dpcls_register) {

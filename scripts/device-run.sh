@@ -4,8 +4,15 @@
 # Run from the repository root by the device tool, with the generated
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
-#   scripts/device-run.sh [build|test|bench|switch-bench|ids-switch-bench]...
+#   scripts/device-run.sh [build|test|bench|switch-bench|ids-switch-bench|
+#                          ovs-bench]...
 #                                                   (default: build test)
+#
+# ovs-bench runs bench/classifier-bench-ovs (built by "build"): the
+# classifier on the GPU and its CPU backend beside OVS 3.1's own dpcls on
+# one core, same rules and keys, with the dpcls's answers checked against
+# the classifier's (exit 1 on a mismatch).  OVS_BENCH_ARGS replaces its
+# arguments (default: --max-seconds 0.15).
 #
 # switch-bench runs scripts/bench-dpcls-switch.sh with the OVS programs of
 # a DPDK build made on the development machine and carried in .devbench/
@@ -102,6 +109,18 @@ pack)
     # The device tool brings back at most 8 files: pack them into one.
     tar czf /tmp/device-results.tgz -C "$OUT" . && rm -rf "$OUT"/* \
         && mv /tmp/device-results.tgz "$OUT/"
+    ;;
+ovs-bench)
+    echo "== classifier-bench-ovs: OVS's dpcls beside the classifier"
+    cd "$BUILD"
+    for d in "$SRC/.deps/data" "$SRC/shared/data" "$SRC/../shared/data"; do
+        [ -d "$d/classbench" ] && export OVSGPU_SHARED_DATA=$d && break
+    done
+    timeout 560 bench/classifier-bench-ovs \
+        ${OVS_BENCH_ARGS:---max-seconds 0.15} \
+        --csv "$OUT/classifier-bench-ovs.csv" 2>&1 \
+        | tee "$OUT/classifier-bench-ovs.txt"
+    echo "classifier-bench-ovs: exit ${PIPESTATUS[0]}"
     ;;
 bench)
     echo "== benchmarks"
