@@ -1,7 +1,7 @@
 /*
  * OVS 3.1's own megaflow classifier (dpif-netdev's dpcls) as a peer in
  * classifier-bench: the same rules and keys, looked up by OVS's code
- * (patches/0009 exports a dpcls that lives outside a PMD thread).
+ * (patches/0005 exports a dpcls that lives outside a PMD thread).
  *
  * This header carries no OVS type, so that classifier-bench.c is built
  * with ovs-gpu's config.h while the peer is built with OVS's.
