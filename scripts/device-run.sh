@@ -4,8 +4,12 @@
 # Run from the repository root by the device tool, with the generated
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
-#   scripts/device-run.sh [build|test|bench|switch-bench|ids-switch-bench|
-#                          ovs-bench]...
+#   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
+#                          ids-switch-bench|ovs-bench]...
+#
+# test runs the cmocka tests (every backend) and OVS's testsuite with
+# ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
+# forced on (long: a call of its own).
 #                                                   (default: build test)
 #
 # ovs-bench runs bench/classifier-bench-ovs (built by "build"): the
@@ -63,16 +67,22 @@ test)
     echo "== tests"
     cd "$BUILD"
     # One layer at a time, each with its own limit and log.
-    make -j16 tests/test-runtime tests/test-classifier tests/test-ids \
-        > "$OUT/check-cmocka.log" 2>&1
-    timeout 300 make -j16 check-TESTS >> "$OUT/check-cmocka.log" 2>&1
+    # Every library's tests on every backend there is (CPU and CUDA).
+    export GPU_IDS_BACKEND=all GPU_RE_BACKEND=all GPU_PARITY_BACKEND=all \
+        GPU_INDEX_BACKEND=all
+    timeout 240 make -j16 check-TESTS > "$OUT/check-cmocka.log" 2>&1
     echo "cmocka: exit $?"
-    timeout 200 make check-ovs TESTSUITEFLAGS=-j8 > "$OUT/check-ovs.log" 2>&1
+    timeout 240 make check-ovs TESTSUITEFLAGS=-j12 > "$OUT/check-ovs.log" 2>&1
     echo "check-ovs: exit $?"
-    timeout 200 make check-ovs-offload TESTSUITEFLAGS=-j8 \
-        > "$OUT/check-ovs-offload.log" 2>&1
-    echo "check-ovs-offload: exit $?"
-    tail -3 "$OUT/check-ovs-offload.log"
+    ;;&
+test|test-offload)
+    cd "$BUILD"
+    if test $step = test-offload || test -n "${WITH_OFFLOAD:-}"; then
+        timeout 420 make check-ovs-offload TESTSUITEFLAGS=-j12 \
+            > "$OUT/check-ovs-offload.log" 2>&1
+        echo "check-ovs-offload: exit $?"
+        tail -3 "$OUT/check-ovs-offload.log"
+    fi
     # Autotest keeps the folders of failed tests only.
     tar czf "$OUT/failed-ovs-tests.tgz" -C ovs/tests testsuite.dir \
         2>/dev/null
