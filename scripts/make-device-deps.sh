@@ -11,6 +11,7 @@
 #                     (bench/run-parity-gpu.sh)
 #   .devdeps-index/   cmocka, libpcap, CRoaring + ClassBench traces
 #                     (bench/run-index-gpu.sh)
+#   .deps/data/       ClassBench sets (scripts/device-run.sh ovs-bench)
 #   .devbench/        the OVS programs of a DPDK build with the plugin
 #                     (switch benchmarks; needs BUILD, default _build)
 #
@@ -58,8 +59,12 @@ unpack .devdeps-index libcmocka0 libcmocka-dev libpcap0.8 libpcap0.8-dev \
 mkdir -p .devdeps-index/data/classbench
 cp "$SHARED"/classbench/*_trace.gz .devdeps-index/data/classbench/
 
+# classifier-bench's ClassBench sets (scripts/device-run.sh ovs-bench).
+mkdir -p .deps/data
+cp -r "$SHARED/classbench" .deps/data/
+
 if test -x "$BUILD/ovs/vswitchd/ovs-vswitchd"; then
     "$SRC/scripts/make-device-bundle.sh" "$BUILD" .devbench
 fi
-du -sh .devdeps .devdeps-ids .devdeps-parity .devdeps-index .devbench \
+du -sh .devdeps .devdeps-ids .devdeps-parity .devdeps-index .deps .devbench \
     2>/dev/null
