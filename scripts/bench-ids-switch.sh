@@ -89,7 +89,7 @@ for mode in $MODES; do
             echo "=== $mode"
             ovs-appctl dpif-netdev/pmd-stats-show
             echo "$show"
-            echo "$ids" | head -20
+            echo "$ids" | sed -n 1,20p
         } >> "$OUTFILE.details"
     fi
     stop_switch

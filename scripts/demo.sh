@@ -187,7 +187,9 @@ ovs-appctl gpu/show
 echo "-- gpu-ids/show"
 ovs-appctl gpu-ids/show | tee "$RUN/ids-show.txt"
 echo "-- IDS alerts logged (first 3)"
-grep 'gpu_ids demo: sid' "$RUN/ovs-vswitchd.log" | head -3 | sed 's/^/  /'
+# (awk reads the whole log: "grep | head" would die of SIGPIPE under
+# pipefail once head has its lines.)
+awk '/gpu_ids demo: sid/ && n++ < 3 { print "  " $0 }' "$RUN/ovs-vswitchd.log"
 echo "-- gpu-index/query dropped 'tcp and dport=0-1023' --limit 3"
 ovs-appctl gpu-index/query dropped 'tcp and dport=0-1023' --limit 3
 ovs-appctl gpu-index/show dropped | tee "$RUN/index-show.txt"
