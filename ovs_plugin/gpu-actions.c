@@ -36,15 +36,6 @@
 
 VLOG_DEFINE_THIS_MODULE(gpu_actions);
 
-/* Adds 'n' to a statistics counter shared between threads. */
-static inline void
-counter_add(atomic_uint64_t *counter, uint64_t n)
-{
-    uint64_t orig;
-
-    atomic_add_relaxed(counter, n, &orig);
-}
-
 static const struct gpu_service_impl *const services[] = {
     &gpu_ids_service_impl,
     &gpu_re_encode_service_impl,
@@ -368,7 +359,7 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
 
     uint64_t start_ns = monotonic_ns();
     impl->run(args, &sb);
-    counter_add(&total_run_ns, monotonic_ns() - start_ns);
+    gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
 
     const size_t cnt = dp_packet_batch_size(batch);
     size_t i;
@@ -384,10 +375,10 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         }
     }
 
-    counter_add(&total_batches, 1);
-    counter_add(&total_packets, sb.n);
-    counter_add(&total_dropped, n_dropped);
-    counter_add(&total_bytes, total);
+    gpu_counter_add(&total_batches, 1);
+    gpu_counter_add(&total_packets, sb.n);
+    gpu_counter_add(&total_dropped, n_dropped);
+    gpu_counter_add(&total_bytes, total);
 }
 
 static char *

@@ -35,6 +35,7 @@
 
 #include "dp-packet.h"
 #include "gpu-service.h"
+#include "ovs-atomic.h"
 
 /* What the executor found in one packet. */
 struct gpu_service_packet {
@@ -86,6 +87,15 @@ struct gpu_service_impl {
      * be counted and logged by the service. */
     void (*run)(const char *args, struct gpu_service_batch *batch);
 };
+
+/* Adds 'n' to a statistics counter that several threads update. */
+static inline void
+gpu_counter_add(atomic_uint64_t *counter, uint64_t n)
+{
+    uint64_t orig;
+
+    atomic_add_relaxed(counter, n, &orig);
+}
 
 /* The GPU services: gpu-ids-service.c, ... */
 extern const struct gpu_service_impl gpu_ids_service_impl;

@@ -53,15 +53,6 @@
 
 VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 
-/* Adds 'n' to a statistics counter shared between threads. */
-static inline void
-counter_add(atomic_uint64_t *counter, uint64_t n)
-{
-    uint64_t orig;
-
-    atomic_add_relaxed(counter, n, &orig);
-}
-
 #define RULESET_KEY_PREFIX "gpu-ids-ruleset-"
 
 /* A loaded ruleset, as the PMD threads see it. */
@@ -384,7 +375,7 @@ ids_run(const char *args, struct gpu_service_batch *b)
     alert = values[IDS_KEY_ALERT] != NULL;
     r = ids_ruleset_find(values[IDS_KEY_RULESET]);
     if (!r) {
-        counter_add(&n_unscanned, b->n);
+        gpu_counter_add(&n_unscanned, b->n);
         VLOG_WARN_RL(&rl, "gpu_ids: ruleset %s is not loaded; packets pass "
                      "unscanned", values[IDS_KEY_RULESET]);
         return;
@@ -402,7 +393,7 @@ ids_run(const char *args, struct gpu_service_batch *b)
     status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
                            verdicts);
     if (status) {
-        counter_add(&r->n_errors, 1);
+        gpu_counter_add(&r->n_errors, 1);
         VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
                      " packets pass", r->name, gpu_status_string(status),
                      b->n);
@@ -419,12 +410,12 @@ ids_run(const char *args, struct gpu_service_batch *b)
         }
         ids_log_alert(r, &b->pkts[i], &verdicts[i], !alert);
     }
-    counter_add(&r->n_packets, b->n - n_not_ip);
-    counter_add(&r->n_bytes, b->offsets[b->n]);
-    counter_add(&r->n_not_ip, n_not_ip);
-    counter_add(&r->n_matched, n_matched);
-    counter_add(&r->n_dropped, n_dropped);
-    counter_add(&r->n_alerts, n_matched - n_dropped);
+    gpu_counter_add(&r->n_packets, b->n - n_not_ip);
+    gpu_counter_add(&r->n_bytes, b->offsets[b->n]);
+    gpu_counter_add(&r->n_not_ip, n_not_ip);
+    gpu_counter_add(&r->n_matched, n_matched);
+    gpu_counter_add(&r->n_dropped, n_dropped);
+    gpu_counter_add(&r->n_alerts, n_matched - n_dropped);
 }
 
 const struct gpu_service_impl gpu_ids_service_impl = {

@@ -335,9 +335,7 @@ index_run(const char *args, struct gpu_service_batch *b)
                                    sizeof buf);
     st = error ? NULL : index_store_find(values[INDEX_KEY_STORE]);
     if (!st) {
-        uint64_t orig;
-
-        atomic_add_relaxed(&n_unrecorded, b->n, &orig);
+        gpu_counter_add(&n_unrecorded, b->n);
         VLOG_WARN_RL(&rl, "gpu_index(%s): %s; packets pass unrecorded", args,
                      error ? error : "store not open");
         free(error);

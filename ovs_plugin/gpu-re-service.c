@@ -257,14 +257,6 @@ re_peer_from_args(const char *args, bool encoder)
 }
 
 static void
-counter_inc(atomic_uint64_t *counter)
-{
-    uint64_t orig;
-
-    atomic_add_relaxed(counter, 1, &orig);
-}
-
-static void
 re_run(const char *args, struct gpu_service_batch *b, bool encoder)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
@@ -307,7 +299,7 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
                                       results));
     ovs_mutex_unlock(&p->mutex);
     if (status) {
-        counter_inc(&p->n_errors);
+        gpu_counter_add(&p->n_errors, 1);
         VLOG_WARN_RL(&rl, "%s peer %s: %s; %"PRIuSIZE" packets pass "
                      "unchanged", encoder ? "re_encode" : "re_decode",
                      p->name, gpu_status_string(status), b->n);

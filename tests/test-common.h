@@ -10,6 +10,37 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Random numbers: splitmix64, small and reproducible from one seed. */
+struct rng {
+    uint64_t s;
+};
+
+static inline uint64_t
+rng_next(struct rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint32_t
+rng_below(struct rng *r, uint32_t n)
+{
+    return n ? rng_next(r) % n : 0;
+}
+
+/* A generator for test case (a, b) of a run seeded with 'master', so that
+ * each case's data depends on the printed seed and on nothing else. */
+static inline struct rng
+rng_for_case(uint64_t master, uint64_t a, uint64_t b)
+{
+    struct rng r = { master ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+
+    return r;
+}
+
 /* Returns GPU_TEST_SEED if set, else the time, after printing it as
  * "PROG: GPU_TEST_SEED=0x...". */
 uint64_t test_seed_init(const char *prog);

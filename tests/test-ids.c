@@ -42,32 +42,12 @@ static uint64_t master_seed;
 static enum gpu_ids_backend backends[2];
 static int n_backends;
 
-/* ---- Random numbers (splitmix64). ---- */
-
-struct rng {
-    uint64_t s;
-};
-
-static uint64_t
-rng_next(struct rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint32_t
-rng_below(struct rng *r, uint32_t n)
-{
-    return n ? rng_next(r) % n : 0;
-}
+/* ---- Random numbers (the generator is in tests/test-common.h). ---- */
 
 static uint64_t
 case_seed(uint64_t a, uint64_t b)
 {
-    struct rng r = { master_seed ^ (a * 0x100000001b3ULL) ^ (b << 32) };
+    struct rng r = rng_for_case(master_seed, a, b);
 
     return rng_next(&r);
 }
