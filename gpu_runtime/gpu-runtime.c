@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,16 @@ gpu_device_select(int index)
 #endif
 }
 
+/* Warm-ups running now (gpu_device_is_warm()). */
+static atomic_int warm_ups_running;
+
+bool
+gpu_device_is_warm(void)
+{
+    return atomic_load_explicit(&warm_ups_running,
+                                memory_order_acquire) == 0;
+}
+
 #ifdef HAVE_CUDA
 static void *
 warm_up_main(void *index_)
@@ -161,6 +172,7 @@ warm_up_main(void *index_)
     if (cudaSetDevice(index) != cudaSuccess || cudaFree(NULL) != cudaSuccess) {
         cudaGetLastError();
     }
+    atomic_fetch_sub_explicit(&warm_ups_running, 1, memory_order_release);
     return NULL;
 }
 #endif
@@ -177,10 +189,14 @@ gpu_device_warm_up(int index)
      * must be set before the context exists: the caller is the first. */
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 
-    if (index >= 0 && index < gpu_device_count(NULL)
-        && !pthread_create(&thread, NULL, warm_up_main,
-                           (void *) (intptr_t) index)) {
-        pthread_detach(thread);
+    if (index >= 0 && index < gpu_device_count(NULL)) {
+        atomic_fetch_add(&warm_ups_running, 1);
+        if (!pthread_create(&thread, NULL, warm_up_main,
+                            (void *) (intptr_t) index)) {
+            pthread_detach(thread);
+        } else {
+            atomic_fetch_sub(&warm_ups_running, 1);
+        }
     }
 #else
     (void) index;

@@ -70,6 +70,12 @@ int gpu_device_select(int index);
  * hundreds of milliseconds that takes.  Does nothing without a device. */
 void gpu_device_warm_up(int index);
 
+/* False while a warm-up started by gpu_device_warm_up() runs.  A thread
+ * that must not stall (a PMD thread, a revalidator holding a flow table's
+ * mutex) leaves the device alone until then: on an H100 the context with
+ * every kernel loaded takes over a second. */
+bool gpu_device_is_warm(void);
+
 /* The parsed value of a "gpu-device" setting: a CUDA device index or the
  * CPU backend. */
 struct gpu_device_choice {

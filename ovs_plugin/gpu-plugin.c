@@ -286,6 +286,10 @@ gpu_plugin_format_backend(struct ds *s)
         const struct gpu_device_info *info = &backend.info;
         ds_put_format(s, "  backend: cuda\n");
         ds_put_format(s, "  device: %d \"%s\"\n", info->index, info->name);
+        if (!gpu_device_is_warm()) {
+            ds_put_cstr(s, "  device state: starting (creating its context; "
+                        "OVS's own lookup answers until then)\n");
+        }
         ds_put_format(s, "  compute capability: %d.%d\n",
                       info->cc_major, info->cc_minor);
         ds_put_format(s, "  memory: %.1f GiB\n",

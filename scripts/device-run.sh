@@ -36,9 +36,44 @@ export CMOCKA_LIBS="-L$DEPS/root/usr/lib/x86_64-linux-gnu -lcmocka"
 export LD_LIBRARY_PATH=$DEPS/root/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
 export PATH=/usr/local/cuda/bin:$PATH
 
+# The other libraries come unpacked from Debian packages as well
+# (scripts/make-device-deps.sh): libpcap is required (the recorder's
+# segments); Hyperscan, Jerasure, ISA-L and CRoaring are the tests' oracles.
+# Their pkg-config files name /usr, so the flags are given directly.
+for d in .devdeps-index .devdeps-ids .devdeps-parity; do
+    r=$SRC/$d/root/usr
+    test -d "$r" || continue
+    export CPPFLAGS="${CPPFLAGS:-} -I$r/include"
+    # -rpath-link: libpcap needs libdbus, which the GPU machine lacks too.
+    export LDFLAGS="${LDFLAGS:-} -L$r/lib/x86_64-linux-gnu \
+ -Wl,-rpath-link,$r/lib/x86_64-linux-gnu"
+    export LD_LIBRARY_PATH=$r/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+    L="-L$r/lib/x86_64-linux-gnu"
+    case $d in
+    .devdeps-index)
+        export PCAP_CFLAGS="-I$r/include" PCAP_LIBS="$L -lpcap" ;;
+    .devdeps-ids)
+        export HYPERSCAN_CFLAGS="-I$r/include/hs" HYPERSCAN_LIBS="$L -lhs" ;;
+    .devdeps-parity)
+        export JERASURE_CFLAGS="-I$r/include/jerasure -I$r/include" \
+            JERASURE_LIBS="$L -lJerasure -lgf_complete" \
+            ISAL_CFLAGS="-I$r/include" ISAL_LIBS="$L -lisal" ;;
+    esac
+done
+
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv \
     | tee "$OUT/device.txt"
+
+# The tests' real data (ClassBench sets, Snort community rules) travel in
+# different carried folders: one folder of links for OVSGPU_SHARED_DATA.
+DATA=/tmp/ovsgpu-data
+mkdir -p "$DATA"
+for d in "$SRC/.deps/data/classbench" \
+         "$SRC/.devdeps-ids/data/snort-community"; do
+    test -d "$d" && ln -sfn "$d" "$DATA/$(basename "$d")"
+done
+export OVSGPU_SHARED_DATA=$DATA
 
 # The OVS programs of the DPDK build carried in .devbench/.
 use_bundle() {
@@ -123,7 +158,7 @@ pack)
 ovs-bench)
     echo "== classifier-bench-ovs: OVS's dpcls beside the classifier"
     cd "$BUILD"
-    for d in "$SRC/.deps/data" "$SRC/shared/data" "$SRC/../shared/data"; do
+    for d in "$DATA" "$SRC/shared/data" "$SRC/../shared/data"; do
         [ -d "$d/classbench" ] && export OVSGPU_SHARED_DATA=$d && break
     done
     timeout 560 bench/classifier-bench-ovs \

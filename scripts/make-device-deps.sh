@@ -37,6 +37,13 @@ unpack() {
         dpkg -x "$deb" "$dir/root"
     done
     rm -rf "$tmp"
+    # Debian 12 still puts some libraries (libdbus) in /lib: one folder
+    # for the device's -L, -rpath-link and LD_LIBRARY_PATH.
+    if test -d "$dir/root/lib"; then
+        mkdir -p "$dir/root/usr/lib"
+        cp -a "$dir/root/lib/." "$dir/root/usr/lib/"
+        rm -rf "$dir/root/lib"
+    fi
     # Static archives are not linked on the device and weigh the most.
     find "$dir/root" -name '*.a' -delete
 }

@@ -47,6 +47,11 @@ namespace cg = cooperative_groups;
  * a wrong answer. */
 #define HITS_PER_BYTE_DIV 16
 #define MIN_HITS 65536
+/* Below this many scan items a batch leaves most of the GPU idle, and a
+ * thread's chain of dependent table loads (its chunk plus the warm-up)
+ * is the batch's latency: chunks are halved, down to 16 bytes, until
+ * there are this many.  A switch's batches of 32 packets are ~20 kB. */
+#define MIN_SCAN_ITEMS 32768
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
@@ -75,7 +80,12 @@ struct cuda_batch {
     unsigned long long *d_seen;     /* (packet, pattern) set. */
     uint32_t seen_log2;
     uint32_t *h_hit_count;      /* Pinned. */
-    size_t hit_cap;
+    size_t hit_cap;             /* Capacity of 'd_hits'. */
+    /* The hit list and (packet, pattern) set used by the batch in flight,
+     * sized by its bytes: a small batch in big buffers clears only what it
+     * can use. */
+    uint32_t launch_cap;
+    uint32_t launch_seen_log2;
     cudaEvent_t done;
     cudaEvent_t prof[3];        /* Before scan, after scan, after check. */
     bool fallback;              /* Match on the CPU at wait time. */
@@ -534,9 +544,18 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         error = CK(cudaMemsetAsync(c->d_keys, 0xff, n * sizeof *c->d_keys,
                                    s));
     }
+    size_t cap = b->n_bytes / HITS_PER_BYTE_DIV;
+    cap = cap < MIN_HITS ? MIN_HITS : cap > c->hit_cap ? c->hit_cap : cap;
+    c->launch_cap = cap;
+    for (c->launch_seen_log2 = 10;
+         (1ull << c->launch_seen_log2) < 2 * cap
+         && c->launch_seen_log2 < c->seen_log2;) {
+        c->launch_seen_log2++;
+    }
     if (!error) {
         error = CK(cudaMemsetAsync(c->d_seen, 0,
-                                   sizeof *c->d_seen << c->seen_log2, s));
+                                   sizeof *c->d_seen << c->launch_seen_log2,
+                                   s));
     }
     if (!error) {
         error = CK(cudaMemsetAsync(c->d_counts, 0, n * sizeof *c->d_counts,
@@ -553,10 +572,13 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     a.n_packets = n;
     a.n_bytes = b->n_bytes;
     a.chunk = b->m->cfg.chunk_bytes;
+    while (a.chunk >= 32 && b->n_bytes / a.chunk < MIN_SCAN_ITEMS) {
+        a.chunk /= 2;
+    }
     a.warm = m->dview.max_depth ? m->dview.max_depth - 1 : 0;
     a.hits = c->d_hits;
     a.hit_count = c->d_hit_count;
-    a.hit_cap = c->hit_cap;
+    a.hit_cap = c->launch_cap;
     if (!error && c->prof[0]) {
         error = CK(cudaEventRecord(c->prof[0], s));
     }
@@ -578,12 +600,12 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         if (!error) {
             /* The hit count is only known on the device: a fixed grid
              * strides over it. */
-            uint32_t blocks = (c->hit_cap + THREADS - 1) / THREADS;
+            uint32_t blocks = (c->launch_cap + THREADS - 1) / THREADS;
 
             check_kernel<<<blocks < 1024 ? blocks : 1024, THREADS, 0, s>>>(
                 m->dview, c->d_data, c->d_offsets, a.base, c->d_hdrs,
-                c->d_hits, c->d_hit_count, c->hit_cap, c->d_seen,
-                c->seen_log2, c->d_keys,
+                c->d_hits, c->d_hit_count, c->launch_cap, c->d_seen,
+                c->launch_seen_log2, c->d_keys,
                 c->d_counts, m->d_rule_counts);
             error = CK(cudaGetLastError());
         }
@@ -664,7 +686,7 @@ finish(struct gpu_ids_batch *b, int error)
         }
         return error;
     }
-    if (!error && *c->h_hit_count > c->hit_cap) {
+    if (!error && *c->h_hit_count > c->launch_cap) {
         c->fallback = true;
     }
     if (error || c->fallback) {
