@@ -59,7 +59,7 @@ OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
 OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
 	gpu_classifier/libgpuclassifier.a gpu_services/ids/libgpuids.a \
 	gpu_services/re/libgpure.a gpu_services/index/libgpuindex.a \
-	gpu_runtime/libgpuruntime.a
+	gpu_services/parity/libgpuparity.a gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
