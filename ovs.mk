@@ -59,7 +59,7 @@ OVS_GPU_PLUGIN_OBJ = ovs_plugin/ovs-gpu-plugin.o
 OVS_GPU_PLUGIN_ARCHIVES = ovs_plugin/libovsgpuplugin.a \
 	gpu_classifier/libgpuclassifier.a gpu_services/ids/libgpuids.a \
 	gpu_services/re/libgpure.a gpu_services/index/libgpuindex.a \
-	gpu_runtime/libgpuruntime.a
+	gpu_services/parity/libgpuparity.a gpu_runtime/libgpuruntime.a
 $(OVS_GPU_PLUGIN_OBJ): $(OVS_GPU_PLUGIN_ARCHIVES)
 	$(AM_V_GEN)$(LD) -r -o $@ --whole-archive $(OVS_GPU_PLUGIN_ARCHIVES)
 CLEANFILES += $(OVS_GPU_PLUGIN_OBJ)
@@ -94,8 +94,8 @@ all-local: ovs-build
 
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
-OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-index.at \
-	ovs-gpu-dpcls.at dpif-netdev.at pmd.at
+OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-fec.at \
+	ovs-gpu-index.at ovs-gpu-dpcls.at dpif-netdev.at pmd.at
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
 		| $(abs_srcdir)/scripts/at-select $(OVS_TESTS)`; \

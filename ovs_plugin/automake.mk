@@ -7,6 +7,8 @@ ovs_plugin_libovsgpuplugin_a_SOURCES = \
 	ovs_plugin/gpu-actions.h \
 	ovs_plugin/gpu-dpcls.c \
 	ovs_plugin/gpu-dpcls.h \
+	ovs_plugin/gpu-fec-service.c \
+	ovs_plugin/gpu-fec-service.h \
 	ovs_plugin/gpu-ids-service.c \
 	ovs_plugin/gpu-ids-service.h \
 	ovs_plugin/gpu-index-service.c \

@@ -41,6 +41,8 @@ static const struct gpu_service_impl *const services[] = {
     &gpu_re_encode_service_impl,
     &gpu_re_decode_service_impl,
     &gpu_index_service_impl,
+    &gpu_fec_encode_service_impl,
+    &gpu_fec_decode_service_impl,
 };
 
 static atomic_uint64_t total_batches = 0;
@@ -327,6 +329,17 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         return;
     }
 
+    if (impl->execute) {
+        size_t n = dp_packet_batch_size(batch);
+        uint64_t start_ns = monotonic_ns();
+
+        impl->execute(args, batch, may_steal);
+        gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
+        gpu_counter_add(&total_batches, 1);
+        gpu_counter_add(&total_packets, n);
+        return;
+    }
+
     sb.n = dp_packet_batch_size(batch);
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
         gpu_service_parse_packet(packet, &sb.pkts[i]);
@@ -403,10 +416,32 @@ gpu_service_get_totals(struct gpu_service_totals *t)
     atomic_read_relaxed(&total_run_ns, &t->run_ns);
 }
 
+static void
+gpu_actions_run(void)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(services); i++) {
+        if (services[i]->timers_run) {
+            services[i]->timers_run();
+        }
+    }
+}
+
+static void
+gpu_actions_wait(void)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(services); i++) {
+        if (services[i]->timers_wait) {
+            services[i]->timers_wait();
+        }
+    }
+}
+
 static const struct gpu_service_provider gpu_actions_provider = {
     .name = "ovs-gpu",
     .check = gpu_actions_check,
     .execute = gpu_actions_execute,
+    .run = gpu_actions_run,
+    .wait = gpu_actions_wait,
 };
 
 OVS_CONSTRUCTOR(gpu_actions_register) {

@@ -86,6 +86,18 @@ struct gpu_service_impl {
      * own (device, missing configuration) must leave packets passing, and
      * be counted and logged by the service. */
     void (*run)(const char *args, struct gpu_service_batch *batch);
+
+    /* Optional, instead of 'run': for services that add packets to the
+     * flow or hold them back (fec_encode, fec_decode), the datapath batch
+     * itself, with the rules of gpu-service.h's 'execute'.  The executor
+     * then neither parses nor stages. */
+    void (*execute)(const char *args, struct dp_packet_batch *batch,
+                    bool may_steal);
+
+    /* Optional: the service's timers, from gpu-service.h's 'run' and
+     * 'wait' hooks. */
+    void (*timers_run)(void);
+    void (*timers_wait)(void);
 };
 
 /* Adds 'n' to a statistics counter that several threads update. */
@@ -102,6 +114,8 @@ extern const struct gpu_service_impl gpu_ids_service_impl;
 extern const struct gpu_service_impl gpu_re_encode_service_impl;
 extern const struct gpu_service_impl gpu_re_decode_service_impl;
 extern const struct gpu_service_impl gpu_index_service_impl;
+extern const struct gpu_service_impl gpu_fec_encode_service_impl;
+extern const struct gpu_service_impl gpu_fec_decode_service_impl;
 
 /* Parses 'packet' into 'p' (which keeps a pointer to it). */
 void gpu_service_parse_packet(struct dp_packet *packet,

@@ -22,6 +22,7 @@
 #include "openvswitch/vlog.h"
 #include "ovs_plugin/gpu-actions.h"
 #include "ovs_plugin/gpu-dpcls.h"
+#include "ovs_plugin/gpu-fec-service.h"
 #include "ovs_plugin/gpu-ids-service.h"
 #include "ovs_plugin/gpu-re-service.h"
 #include "ovs_plugin/gpu-index-service.h"
@@ -368,6 +369,7 @@ gpu_plugin_init(void)
     gpu_ids_service_init();
     gpu_re_service_init();
     gpu_index_service_init();
+    gpu_fec_service_init();
     gpu_plugin_read_forced();
     gpu_plugin_apply(NULL, true);
 }

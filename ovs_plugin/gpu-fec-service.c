@@ -1,0 +1,1132 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/* The parity (forward error correction) services, the two ends of a lossy
+ * link: fec_encode(k=K,m=M[,group_timeout=US]) and
+ * fec_decode([group_timeout=US][,max_packets=N][,max_bytes=N]).
+ *
+ * On the wire every coded packet is an Ethernet frame of its own, so that
+ * the original frame comes back byte for byte whatever it carried:
+ *
+ *     dst, src (copied from the original)   12 bytes
+ *     ethertype FEC_ETH_TYPE (0x88b5)        2 bytes
+ *     struct fec_hdr                        12 bytes
+ *     the original frame (data packet) or a parity chunk (parity packet)
+ *
+ * The header says which group (a 32-bit id, counting from a random start
+ * so that two encoders are unlikely to collide at one decoder), the
+ * packet's index in it (data 0 .. k-1, parity k .. k+m-1), k and m (so the
+ * decoder needs no options) and, in parity packets, how many data packets
+ * the group has: fewer than k when the group timed out.  The original
+ * lengths travel inside the parity chunks (gpu_parity_pkt_encode() codes
+ * each packet's length with its bytes), so a rebuilt frame comes back with
+ * its length.
+ *
+ * A service instance is one encoder or decoder, named by its action's
+ * arguments: every flow with the same arguments shares it (one sequence
+ * of groups), so flows that must be coded apart need different arguments.
+ * Instances live as long as ovs-vswitchd.  Each has a mutex, taken by a
+ * PMD thread for one batch.
+ *
+ * The encoder sends each data packet at once and, after the k-th (or the
+ * first packet after group_timeout, with a short group), the m parity
+ * packets.  The decoder passes data packets on at once, without the
+ * header, keeps copies until the group is complete, drops parity packets
+ * and, once k packets of a group with missing data are in, rebuilds the
+ * missing ones and sends them.  Groups that cannot be completed are given
+ * up after group_timeout, or when the copies would exceed max_packets or
+ * max_bytes (oldest first), and counted.
+ *
+ * Packets this service makes (parity, rebuilt packets) go out through the
+ * flow's next actions in the batch being processed.  Where the batch is
+ * full, or the caller keeps its packets (may_steal false), they wait in
+ * the instance and go out with its next batch.  The periodic hook cannot
+ * send packets (it has no flow to send them through): it closes timed-out
+ * encoder groups (their parity then waits for the next packet) and gives
+ * up timed-out decoder groups, so the counters are right even when
+ * traffic stops. */
+
+#include <config.h>
+
+#include "ovs_plugin/gpu-fec-service.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmap.h"
+#include "dp-packet.h"
+#include "dpif-netdev.h"
+#include "hash.h"
+#include "openvswitch/dynamic-string.h"
+#include "openvswitch/hmap.h"
+#include "openvswitch/list.h"
+#include "openvswitch/poll-loop.h"
+#include "openvswitch/vlog.h"
+#include "ovs-atomic.h"
+#include "ovs-thread.h"
+#include "packets.h"
+#include "random.h"
+#include "timeval.h"
+#include "unixctl.h"
+#include "util.h"
+
+#include "gpu_services/parity/gpu-parity.h"
+#include "ovs_plugin/gpu-actions.h"
+
+VLOG_DEFINE_THIS_MODULE(gpu_fec_service);
+
+#define FEC_ETH_TYPE 0x88b5     /* IEEE 802 local experimental 1. */
+#define FEC_MAGIC 0xfe
+#define FEC_F_PARITY 0x01
+
+struct fec_hdr {
+    uint8_t magic;              /* FEC_MAGIC. */
+    uint8_t flags;              /* FEC_F_*. */
+    uint8_t k, m;
+    ovs_be32 group;
+    uint8_t index;              /* 0 .. k-1 data, k .. k+m-1 parity. */
+    uint8_t n_data;             /* Parity: data packets in the group. */
+    ovs_be16 reserved;          /* Zero. */
+};
+BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
+
+#define FEC_HLEN (ETH_HEADER_LEN + sizeof(struct fec_hdr))
+
+/* The longest frame coded; longer ones (TSO) pass unchanged. */
+#define FEC_MAX_FRAME 9216
+
+/* Packets waiting for a batch, per instance; beyond, the oldest are
+ * dropped and counted (only a flow that never sees room gets there). */
+#define FEC_MAX_PENDING 1024
+
+/* Symbol size of the coders: small, so the padding of a chunk (to a
+ * multiple of w * packetsize) stays small. */
+#define FEC_PACKETSIZE 8
+
+#define FEC_ENC_TIMEOUT_DEFAULT 1000            /* us */
+#define FEC_DEC_TIMEOUT_DEFAULT 100000          /* us */
+#define FEC_TIMEOUT_MAX 60000000                /* us */
+#define FEC_DEC_MAX_PACKETS_DEFAULT 4096
+#define FEC_DEC_MAX_BYTES_DEFAULT (16 * 1024 * 1024)
+
+/* A decoder's group. */
+struct fec_group {
+    struct hmap_node node;      /* In fec_inst's 'groups', by id. */
+    struct ovs_list lru_node;   /* In fec_inst's 'lru', oldest first. */
+    uint32_t id;
+    unsigned int k, m;
+    unsigned int n_data;        /* From a parity packet, else k. */
+    bool n_data_known;
+    bool done;                  /* Complete: later packets are dropped. */
+    long long int start_us;
+    unsigned int n_have_data;   /* Data packets 0 .. k-1 received. */
+    unsigned int n_have_parity;
+    uint8_t **bufs;             /* k + m copies, NULL if not received. */
+    size_t *lens;
+};
+
+struct fec_inst {
+    struct cmap_node node;      /* In 'instances'. */
+    bool encoder;
+    char *args;
+
+    unsigned int k, m;          /* Encoder. */
+    long long int timeout_us;
+    size_t max_packets, max_bytes;      /* Decoder. */
+
+    struct ovs_mutex mutex;
+    atomic_llong deadline_us;   /* Next timer, LLONG_MAX if none. */
+
+    /* Packets waiting for room in a batch, oldest first. */
+    struct dp_packet *pending[FEC_MAX_PENDING];
+    size_t n_pending;
+
+    /* Encoder: the open group. */
+    struct gpu_parity *coder;
+    uint32_t group;
+    unsigned int n;             /* Data packets so far. */
+    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];
+    size_t lens[GPU_PARITY_MAX_CHUNKS];
+    struct eth_addr dst, src;   /* Of the group's last data packet. */
+    odp_port_t in_port;
+    long long int start_us;
+
+    /* Decoder. */
+    struct hmap groups;
+    struct ovs_list lru;
+    size_t n_buffered, n_buffered_bytes;
+
+    /* Statistics. */
+    uint64_t n_groups;          /* Encoder: closed; decoder: completed. */
+    uint64_t n_packets;         /* Data packets coded, or passed on. */
+    uint64_t n_parity;          /* Parity sent, or received. */
+    uint64_t n_losses;          /* Decoder: data packets found missing. */
+    uint64_t n_rebuilt;
+    uint64_t n_groups_lost;
+    uint64_t n_late;            /* Decoder: for a group done or gone. */
+    uint64_t n_malformed;
+    uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
+    uint64_t n_pending_dropped;
+    uint64_t n_errors;
+};
+
+static struct cmap instances = CMAP_INITIALIZER;
+static struct ovs_mutex instances_mutex = OVS_MUTEX_INITIALIZER;
+
+/* --------------------------------------------------------------- Coders. */
+
+/* Coders are immutable and thread-safe: one per (k, m), shared by every
+ * instance, created on first use and kept. */
+struct fec_coder {
+    struct hmap_node node;
+    unsigned int k, m;
+    struct gpu_parity *coder;
+};
+
+static struct hmap coders = HMAP_INITIALIZER(&coders);
+static struct ovs_mutex coders_mutex = OVS_MUTEX_INITIALIZER;
+
+static struct gpu_parity *
+fec_coder_get(unsigned int k, unsigned int m, char **errorp)
+{
+    uint32_t hash = hash_2words(k, m);
+    struct gpu_parity *coder = NULL;
+    struct gpu_parity_config cfg;
+    struct fec_coder *c;
+    char err[256];
+    int device, status;
+
+    ovs_mutex_lock(&coders_mutex);
+    HMAP_FOR_EACH_WITH_HASH (c, node, hash, &coders) {
+        if (c->k == k && c->m == m) {
+            coder = c->coder;
+            goto out;
+        }
+    }
+    gpu_parity_config_init(&cfg, k, m);
+    cfg.packetsize = FEC_PACKETSIZE;
+    cfg.backend = gpu_services_get_backend(&device)
+                  ? GPU_PARITY_BACKEND_CUDA : GPU_PARITY_BACKEND_CPU;
+    cfg.device = device;
+    status = gpu_parity_create(&cfg, &coder, err, sizeof err);
+    if (status && cfg.backend == GPU_PARITY_BACKEND_CUDA) {
+        VLOG_WARN("fec k=%u m=%u: CUDA coder failed (%s); using the CPU",
+                  k, m, err);
+        cfg.backend = GPU_PARITY_BACKEND_CPU;
+        status = gpu_parity_create(&cfg, &coder, err, sizeof err);
+    }
+    if (status) {
+        if (errorp) {
+            *errorp = xasprintf("k=%u,m=%u: %s", k, m, err);
+        }
+        coder = NULL;
+        goto out;
+    }
+    c = xmalloc(sizeof *c);
+    c->k = k;
+    c->m = m;
+    c->coder = coder;
+    hmap_insert(&coders, &c->node, hash);
+out:
+    ovs_mutex_unlock(&coders_mutex);
+    return coder;
+}
+
+/* ------------------------------------------------------------ Arguments. */
+
+/* Parses 'value' as an integer from 'min' to 'max' into '*out'. */
+static char *
+fec_parse_uint(const char *name, const char *value, unsigned long long min,
+               unsigned long long max, unsigned long long *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoull(value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-'
+        || *out < min || *out > max) {
+        return xasprintf("%s=%s: expected an integer from %llu to %llu",
+                         name, value, min, max);
+    }
+    return NULL;
+}
+
+/* Parses the arguments of fec_encode ('encoder') or fec_decode into
+ * 'inst''s options. */
+static char *
+fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
+{
+    static const char *const enc_keys[] = {
+        "k=", "m=", "group_timeout=", NULL
+    };
+    static const char *const dec_keys[] = {
+        "group_timeout=", "max_packets=", "max_bytes=", NULL
+    };
+    const char *values[4];
+    char buf[GPU_SERVICE_ARGS_MAX + 1];
+    unsigned long long v;
+    char *error;
+
+    error = gpu_service_args_split(args, encoder ? enc_keys : dec_keys,
+                                   values, buf, sizeof buf);
+    if (error) {
+        return error;
+    }
+    if (encoder) {
+        char err[256];
+
+        if (!values[0] || !values[1]) {
+            return xstrdup("needs k=K and m=M");
+        }
+        error = fec_parse_uint("k", values[0], 1, GPU_PARITY_MAX_CHUNKS - 1,
+                               &v);
+        if (error) {
+            return error;
+        }
+        inst->k = v;
+        error = fec_parse_uint("m", values[1], 1, GPU_PARITY_MAX_CHUNKS - 1,
+                               &v);
+        if (error) {
+            return error;
+        }
+        inst->m = v;
+        if (inst->k + inst->m > GPU_PARITY_MAX_CHUNKS) {
+            return xasprintf("k=%u,m=%u: k + m must be at most %d",
+                             inst->k, inst->m, GPU_PARITY_MAX_CHUNKS);
+        }
+        if (gpu_parity_check_params(inst->k, inst->m, GPU_PARITY_MAX_W,
+                                    FEC_PACKETSIZE, err, sizeof err)) {
+            return xstrdup(err);
+        }
+        inst->timeout_us = FEC_ENC_TIMEOUT_DEFAULT;
+        if (values[2]) {
+            error = fec_parse_uint("group_timeout", values[2], 1,
+                                   FEC_TIMEOUT_MAX, &v);
+            if (error) {
+                return error;
+            }
+            inst->timeout_us = v;
+        }
+    } else {
+        inst->timeout_us = FEC_DEC_TIMEOUT_DEFAULT;
+        inst->max_packets = FEC_DEC_MAX_PACKETS_DEFAULT;
+        inst->max_bytes = FEC_DEC_MAX_BYTES_DEFAULT;
+        if (values[0]) {
+            error = fec_parse_uint("group_timeout", values[0], 1,
+                                   FEC_TIMEOUT_MAX, &v);
+            if (error) {
+                return error;
+            }
+            inst->timeout_us = v;
+        }
+        if (values[1]) {
+            error = fec_parse_uint("max_packets", values[1], 1, 1 << 20,
+                                   &v);
+            if (error) {
+                return error;
+            }
+            inst->max_packets = v;
+        }
+        if (values[2]) {
+            /* Room for one largest frame at least. */
+            error = fec_parse_uint("max_bytes", values[2], 65536,
+                                   UINT64_C(1) << 32, &v);
+            if (error) {
+                return error;
+            }
+            inst->max_bytes = v;
+        }
+    }
+    return NULL;
+}
+
+static struct fec_inst *
+fec_inst_find(const char *args, bool encoder)
+{
+    struct fec_inst *inst;
+
+    CMAP_FOR_EACH_WITH_HASH (inst, node, hash_string(args, encoder),
+                             &instances) {
+        if (inst->encoder == encoder && !strcmp(inst->args, args)) {
+            return inst;
+        }
+    }
+    return NULL;
+}
+
+/* Checks a flow's arguments and creates the instance they name, in the
+ * main thread, so that a PMD thread never builds a coder. */
+static char *
+fec_check(const char *args, bool encoder)
+{
+    struct fec_inst *inst = xzalloc(sizeof *inst);
+    char *error = fec_parse_args(args, encoder, inst);
+
+    if (error) {
+        free(inst);
+        return error;
+    }
+    ovs_mutex_lock(&instances_mutex);
+    if (fec_inst_find(args, encoder)) {
+        ovs_mutex_unlock(&instances_mutex);
+        free(inst);
+        return NULL;
+    }
+    if (encoder) {
+        inst->coder = fec_coder_get(inst->k, inst->m, &error);
+        if (!inst->coder) {
+            ovs_mutex_unlock(&instances_mutex);
+            free(inst);
+            return error;
+        }
+        inst->group = random_uint32();
+    }
+    inst->encoder = encoder;
+    inst->args = xstrdup(args);
+    ovs_mutex_init(&inst->mutex);
+    atomic_init(&inst->deadline_us, LLONG_MAX);
+    hmap_init(&inst->groups);
+    ovs_list_init(&inst->lru);
+    cmap_insert(&instances, &inst->node, hash_string(args, encoder));
+    ovs_mutex_unlock(&instances_mutex);
+    VLOG_INFO("%s(%s) created", encoder ? "fec_encode" : "fec_decode",
+              args);
+    return NULL;
+}
+
+static char *
+fec_encode_check(const char *args)
+{
+    return fec_check(args, true);
+}
+
+static char *
+fec_decode_check(const char *args)
+{
+    return fec_check(args, false);
+}
+
+/* -------------------------------------------------------------- Output. */
+
+/* What a batch will carry out of the service, in order. */
+struct fec_out {
+    struct dp_packet *pkts[NETDEV_MAX_BURST];
+    size_t n;
+    size_t n_reserved;          /* Slots kept for input packets to come. */
+    bool may_steal;
+};
+
+static void
+fec_pending_push(struct fec_inst *inst, struct dp_packet *packet)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->n_pending == FEC_MAX_PENDING) {
+        dp_packet_delete(inst->pending[0]);
+        memmove(&inst->pending[0], &inst->pending[1],
+                (FEC_MAX_PENDING - 1) * sizeof inst->pending[0]);
+        inst->n_pending--;
+        inst->n_pending_dropped++;
+    }
+    inst->pending[inst->n_pending++] = packet;
+}
+
+/* Sends 'packet', made by the service, with this batch if there is room
+ * and nothing older waits, else later. */
+static void
+fec_emit(struct fec_inst *inst, struct fec_out *out, struct dp_packet *packet)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (out && out->may_steal && !inst->n_pending
+        && out->n + out->n_reserved < NETDEV_MAX_BURST) {
+        out->pkts[out->n++] = packet;
+        if (inst->encoder) {
+            inst->n_parity++;
+        }
+    } else {
+        fec_pending_push(inst, packet);
+    }
+}
+
+/* Moves what waits into 'out', as far as room allows. */
+static void
+fec_pending_flush(struct fec_inst *inst, struct fec_out *out)
+    OVS_REQUIRES(inst->mutex)
+{
+    size_t n = 0;
+
+    if (!out->may_steal) {
+        return;
+    }
+    while (n < inst->n_pending
+           && out->n + out->n_reserved < NETDEV_MAX_BURST) {
+        out->pkts[out->n++] = inst->pending[n++];
+        if (inst->encoder) {
+            inst->n_parity++;
+        }
+    }
+    memmove(&inst->pending[0], &inst->pending[n],
+            (inst->n_pending - n) * sizeof inst->pending[0]);
+    inst->n_pending -= n;
+}
+
+static struct dp_packet *
+fec_packet_new(size_t size, odp_port_t in_port)
+{
+    struct dp_packet *packet = dp_packet_new_with_headroom(
+        size, DP_NETDEV_HEADROOM);
+
+    dp_packet_put_uninit(packet, size);
+    pkt_metadata_init(&packet->md, in_port);
+    return packet;
+}
+
+static void
+fec_put_header(uint8_t *frame, const struct eth_addr *dst,
+               const struct eth_addr *src, const struct fec_hdr *hdr)
+{
+    struct eth_header *eth = (struct eth_header *) frame;
+
+    eth->eth_dst = *dst;
+    eth->eth_src = *src;
+    eth->eth_type = htons(FEC_ETH_TYPE);
+    memcpy(frame + ETH_HEADER_LEN, hdr, sizeof *hdr);
+}
+
+/* ------------------------------------------------------------- Encoder. */
+
+/* Codes the open group, even a short one, and sends (or queues) its
+ * parity. */
+static void
+fec_encode_close(struct fec_inst *inst, struct fec_out *out)
+    OVS_REQUIRES(inst->mutex)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    const uint8_t *pkts[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *parity[GPU_PARITY_MAX_CHUNKS];
+    struct dp_packet *pp[GPU_PARITY_MAX_CHUNKS];
+    size_t lens[GPU_PARITY_MAX_CHUNKS];
+    size_t max_len = 0, cs, chunk_size;
+    int status;
+
+    if (!inst->n) {
+        return;
+    }
+    for (unsigned int i = 0; i < inst->k; i++) {
+        /* The missing packets of a short group code as empty ones; the
+         * decoder knows them from n_data. */
+        pkts[i] = i < inst->n ? inst->frames[i] : NULL;
+        lens[i] = i < inst->n ? inst->lens[i] : 0;
+        max_len = MAX(max_len, lens[i]);
+    }
+    cs = gpu_parity_pkt_chunk_size(inst->coder, max_len);
+    for (unsigned int j = 0; j < inst->m; j++) {
+        pp[j] = fec_packet_new(FEC_HLEN + cs, inst->in_port);
+        parity[j] = (uint8_t *) dp_packet_data(pp[j]) + FEC_HLEN;
+    }
+    status = gpu_parity_pkt_encode(inst->coder, pkts, lens, parity, cs,
+                                   &chunk_size);
+    for (unsigned int j = 0; j < inst->m; j++) {
+        if (status || chunk_size != cs) {
+            dp_packet_delete(pp[j]);
+            continue;
+        }
+        struct fec_hdr hdr = {
+            .magic = FEC_MAGIC,
+            .flags = FEC_F_PARITY,
+            .k = inst->k,
+            .m = inst->m,
+            .group = htonl(inst->group),
+            .index = inst->k + j,
+            .n_data = inst->n,
+        };
+        fec_put_header(dp_packet_data(pp[j]), &inst->dst, &inst->src, &hdr);
+        fec_emit(inst, out, pp[j]);
+    }
+    if (status) {
+        inst->n_errors++;
+        VLOG_WARN_RL(&rl, "fec_encode(%s): group %"PRIu32" not coded (%s); "
+                     "its packets went without parity", inst->args,
+                     inst->group, gpu_parity_strerror(status));
+    } else {
+        inst->n_groups++;
+    }
+    for (unsigned int i = 0; i < inst->n; i++) {
+        free(inst->frames[i]);
+        inst->frames[i] = NULL;
+    }
+    inst->n = 0;
+    inst->group++;
+}
+
+static void
+fec_encode_expire(struct fec_inst *inst, struct fec_out *out,
+                  long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->n && now - inst->start_us >= inst->timeout_us) {
+        fec_encode_close(inst, out);
+    }
+    atomic_store_relaxed(&inst->deadline_us,
+                         inst->n ? inst->start_us + inst->timeout_us
+                                 : LLONG_MAX);
+}
+
+static void
+fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
+                 struct fec_out *out, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    size_t n_in = dp_packet_batch_size(batch);
+    struct dp_packet *packet;
+
+    fec_encode_expire(inst, out, now);
+    fec_pending_flush(inst, out);
+    DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
+        size_t size = dp_packet_size(packet);
+        const struct eth_header *eth;
+
+        out->n_reserved = n_in - i - 1;
+        if (packet->packet_type != htonl(PT_ETH) || size < ETH_HEADER_LEN
+            || size > FEC_MAX_FRAME) {
+            inst->n_unchanged++;
+            out->pkts[out->n++] = packet;
+            continue;
+        }
+        if (!inst->n) {
+            inst->start_us = now;
+        }
+        eth = dp_packet_data(packet);
+        inst->dst = eth->eth_dst;
+        inst->src = eth->eth_src;
+        inst->in_port = packet->md.in_port.odp_port;
+        inst->frames[inst->n] = xmemdup(dp_packet_data(packet), size);
+        inst->lens[inst->n] = size;
+
+        struct fec_hdr hdr = {
+            .magic = FEC_MAGIC,
+            .k = inst->k,
+            .m = inst->m,
+            .group = htonl(inst->group),
+            .index = inst->n,
+        };
+        dp_packet_resize_l2(packet, FEC_HLEN);
+        fec_put_header(dp_packet_data(packet), &inst->dst, &inst->src,
+                       &hdr);
+        out->pkts[out->n++] = packet;
+        inst->n_packets++;
+        if (++inst->n == inst->k) {
+            fec_encode_close(inst, out);
+        }
+    }
+    atomic_store_relaxed(&inst->deadline_us,
+                         inst->n ? inst->start_us + inst->timeout_us
+                                 : LLONG_MAX);
+}
+
+/* ------------------------------------------------------------- Decoder. */
+
+static void
+fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (!g->bufs) {
+        return;
+    }
+    for (unsigned int i = 0; i < g->k + g->m; i++) {
+        if (g->bufs[i]) {
+            inst->n_buffered--;
+            inst->n_buffered_bytes -= g->lens[i];
+            free(g->bufs[i]);
+        }
+    }
+    free(g->bufs);
+    free(g->lens);
+    g->bufs = NULL;
+    g->lens = NULL;
+}
+
+/* Data packets of 'g' not received. */
+static unsigned int
+fec_group_missing(const struct fec_group *g)
+{
+    unsigned int n = 0;
+
+    for (unsigned int i = 0; i < g->n_data; i++) {
+        n += !g->bufs || !g->bufs[i];
+    }
+    return n;
+}
+
+/* Forgets 'g'; if it was not complete, it is lost. */
+static void
+fec_group_destroy(struct fec_inst *inst, struct fec_group *g)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (!g->done) {
+        /* Without a parity packet the decoder cannot know a group was
+         * short: its missing packets count against k. */
+        inst->n_groups_lost++;
+        inst->n_losses += fec_group_missing(g);
+    }
+    fec_group_free_bufs(inst, g);
+    hmap_remove(&inst->groups, &g->node);
+    ovs_list_remove(&g->lru_node);
+    free(g);
+}
+
+static void
+fec_decode_expire(struct fec_inst *inst, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_group *g;
+
+    LIST_FOR_EACH_SAFE (g, lru_node, &inst->lru) {
+        if (now - g->start_us < inst->timeout_us) {
+            break;
+        }
+        fec_group_destroy(inst, g);
+    }
+    g = (ovs_list_is_empty(&inst->lru) ? NULL
+         : CONTAINER_OF(ovs_list_front(&inst->lru), struct fec_group,
+                        lru_node));
+    atomic_store_relaxed(&inst->deadline_us,
+                         g ? g->start_us + inst->timeout_us : LLONG_MAX);
+}
+
+/* Gives up the oldest groups but 'keep' until 'len' more bytes fit. */
+static void
+fec_decode_make_room(struct fec_inst *inst, struct fec_group *keep,
+                     size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_group *g;
+
+    LIST_FOR_EACH_SAFE (g, lru_node, &inst->lru) {
+        if (inst->n_buffered + 1 <= inst->max_packets
+            && inst->n_buffered_bytes + len <= inst->max_bytes
+            && hmap_count(&inst->groups) <= inst->max_packets) {
+            break;
+        }
+        if (g != keep) {
+            fec_group_destroy(inst, g);
+        }
+    }
+}
+
+static struct fec_group *
+fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
+              unsigned int m, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_group *g;
+
+    HMAP_FOR_EACH_WITH_HASH (g, node, hash_int(id, 0), &inst->groups) {
+        if (g->id == id) {
+            return g;
+        }
+    }
+    g = xzalloc(sizeof *g);
+    g->id = id;
+    g->k = k;
+    g->m = m;
+    g->n_data = k;
+    g->start_us = now;
+    g->bufs = xcalloc(k + m, sizeof *g->bufs);
+    g->lens = xcalloc(k + m, sizeof *g->lens);
+    hmap_insert(&inst->groups, &g->node, hash_int(id, 0));
+    ovs_list_push_back(&inst->lru, &g->lru_node);
+    return g;
+}
+
+/* Completes 'g' if it can: all its data packets in, or enough packets to
+ * rebuild the missing ones, which are then sent. */
+static void
+fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
+                       struct fec_out *out)
+    OVS_REQUIRES(inst->mutex)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    static const uint8_t empty[1];
+    const uint8_t *pkts[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *rebuilt[GPU_PARITY_MAX_CHUNKS];
+    struct dp_packet *rp[GPU_PARITY_MAX_CHUNKS];
+    size_t lens[GPU_PARITY_MAX_CHUNKS], out_lens[GPU_PARITY_MAX_CHUNKS];
+    unsigned int missing = fec_group_missing(g);
+    size_t cs = 0;
+    int status;
+
+    if (!missing) {
+        if (g->n_data_known || g->n_have_data == g->k) {
+            g->done = true;
+            inst->n_groups++;
+            fec_group_free_bufs(inst, g);
+        }
+        return;
+    }
+    if (!g->n_data_known
+        || (g->n_data - missing) + (g->k - g->n_data) + g->n_have_parity
+           < g->k) {
+        return;
+    }
+
+    struct gpu_parity *coder = fec_coder_get(g->k, g->m, NULL);
+    for (unsigned int i = 0; i < g->k + g->m; i++) {
+        if (i >= g->n_data && i < g->k) {
+            pkts[i] = empty;    /* Beyond a short group: empty packets. */
+            lens[i] = 0;
+        } else {
+            pkts[i] = g->bufs[i];
+            lens[i] = g->lens[i];
+            if (i >= g->k && g->bufs[i]) {
+                cs = g->lens[i];
+            }
+        }
+    }
+    for (unsigned int i = 0; i < g->n_data; i++) {
+        rp[i] = NULL;
+        if (!g->bufs[i]) {
+            rp[i] = fec_packet_new(cs, inst->in_port);
+            rebuilt[i] = dp_packet_data(rp[i]);
+        }
+    }
+    status = coder ? gpu_parity_pkt_decode(coder, pkts, lens, rebuilt,
+                                           out_lens)
+                   : GPU_PARITY_ERR_CODE;
+    for (unsigned int i = 0; i < g->n_data; i++) {
+        if (!rp[i]) {
+            continue;
+        }
+        if (status) {
+            dp_packet_delete(rp[i]);
+            continue;
+        }
+        dp_packet_set_size(rp[i], out_lens[i]);
+        fec_emit(inst, out, rp[i]);
+    }
+    if (status) {
+        VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
+                     "(%s)", inst->args, g->id, gpu_parity_strerror(status));
+        inst->n_errors++;
+        /* Left to time out, and counted lost then. */
+        return;
+    }
+    inst->n_losses += missing;
+    inst->n_rebuilt += missing;
+    inst->n_groups++;
+    g->done = true;
+    fec_group_free_bufs(inst, g);
+}
+
+/* Returns the FEC header of 'packet', or NULL if it is not a FEC packet. */
+static const struct fec_hdr *
+fec_parse(const struct dp_packet *packet)
+{
+    const uint8_t *d = dp_packet_data(packet);
+    const struct fec_hdr *hdr;
+
+    if (packet->packet_type != htonl(PT_ETH)
+        || dp_packet_size(packet) < FEC_HLEN
+        || d[12] != (FEC_ETH_TYPE >> 8) || d[13] != (FEC_ETH_TYPE & 0xff)) {
+        return NULL;
+    }
+    hdr = (const struct fec_hdr *) (d + ETH_HEADER_LEN);
+    return hdr->magic == FEC_MAGIC ? hdr : NULL;
+}
+
+static bool
+fec_hdr_valid(const struct fec_hdr *hdr, size_t payload_len)
+{
+    bool parity = hdr->flags & FEC_F_PARITY;
+
+    return (hdr->k && hdr->m && hdr->k + hdr->m <= GPU_PARITY_MAX_CHUNKS
+            && hdr->index < hdr->k + hdr->m
+            && parity == (hdr->index >= hdr->k)
+            && (!parity || (hdr->n_data >= 1 && hdr->n_data <= hdr->k))
+            && payload_len);
+}
+
+static void
+fec_drop(struct dp_packet *packet, bool may_steal)
+{
+    if (may_steal) {
+        dp_packet_delete(packet);
+    }
+}
+
+static void
+fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
+                 struct fec_out *out, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    size_t n_in = dp_packet_batch_size(batch);
+    struct dp_packet *packet;
+
+    fec_decode_expire(inst, now);
+    fec_pending_flush(inst, out);
+    DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
+        const struct fec_hdr *hdr = fec_parse(packet);
+        size_t len = dp_packet_size(packet) - FEC_HLEN;
+        struct fec_group *g;
+
+        out->n_reserved = n_in - i - 1;
+        if (!hdr) {
+            inst->n_unchanged++;
+            out->pkts[out->n++] = packet;
+            continue;
+        }
+        if (!fec_hdr_valid(hdr, len)) {
+            inst->n_malformed++;
+            fec_drop(packet, out->may_steal);
+            continue;
+        }
+
+        bool parity = hdr->flags & FEC_F_PARITY;
+        unsigned int idx = hdr->index;
+
+        if (parity) {
+            inst->n_parity++;
+        }
+        g = fec_group_get(inst, ntohl(hdr->group), hdr->k, hdr->m, now);
+        if (g->k != hdr->k || g->m != hdr->m
+            || (parity && g->n_data_known && g->n_data != hdr->n_data)) {
+            inst->n_malformed++;
+            fec_drop(packet, out->may_steal);
+            continue;
+        }
+        if (g->done || g->bufs[idx]) {
+            /* Parity for a group already complete is no news. */
+            if (!parity || !g->done) {
+                inst->n_late++;
+            }
+            fec_drop(packet, out->may_steal);
+            continue;
+        }
+        fec_decode_make_room(inst, g, len);
+        g->bufs[idx] = xmemdup((const uint8_t *) dp_packet_data(packet)
+                               + FEC_HLEN, len);
+        g->lens[idx] = len;
+        inst->n_buffered++;
+        inst->n_buffered_bytes += len;
+        inst->in_port = packet->md.in_port.odp_port;
+        if (parity) {
+            g->n_have_parity++;
+            g->n_data = hdr->n_data;
+            g->n_data_known = true;
+            fec_drop(packet, out->may_steal);
+        } else {
+            g->n_have_data++;
+            dp_packet_resize_l2(packet, -(int) FEC_HLEN);
+            out->pkts[out->n++] = packet;
+            inst->n_packets++;
+        }
+        fec_group_try_complete(inst, g, out);
+    }
+    fec_decode_expire(inst, now);
+}
+
+/* ------------------------------------------------------------ Executor. */
+
+static void
+fec_execute(const char *args, struct dp_packet_batch *batch,
+            bool may_steal, bool encoder)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct fec_inst *inst = fec_inst_find(args, encoder);
+    struct fec_out out;
+
+    if (!inst) {
+        VLOG_WARN_RL(&rl, "%s(%s): no such instance; packets pass "
+                     "unchanged", encoder ? "fec_encode" : "fec_decode",
+                     args);
+        return;
+    }
+    out.n = 0;
+    out.n_reserved = dp_packet_batch_size(batch);
+    out.may_steal = may_steal;
+
+    ovs_mutex_lock(&inst->mutex);
+    if (encoder) {
+        fec_encode_batch(inst, batch, &out, time_usec());
+    } else {
+        fec_decode_batch(inst, batch, &out, time_usec());
+    }
+    ovs_mutex_unlock(&inst->mutex);
+
+    /* 'out' holds what passes, in order, within the batch's capacity. */
+    batch->count = 0;
+    for (size_t i = 0; i < out.n; i++) {
+        batch->packets[batch->count++] = out.pkts[i];
+    }
+}
+
+static void
+fec_encode_execute(const char *args, struct dp_packet_batch *batch,
+                   bool may_steal)
+{
+    fec_execute(args, batch, may_steal, true);
+}
+
+static void
+fec_decode_execute(const char *args, struct dp_packet_batch *batch,
+                   bool may_steal)
+{
+    fec_execute(args, batch, may_steal, false);
+}
+
+/* The periodic hook: timeouts, even without traffic.  Runs in every PMD
+ * thread and the main thread, so it does nothing until the earliest
+ * deadline and never waits for an instance a PMD thread holds. */
+static void
+fec_timers_run(void)
+{
+    long long int now = time_usec();
+    struct fec_inst *inst;
+
+    CMAP_FOR_EACH (inst, node, &instances) {
+        long long int deadline;
+
+        atomic_read_relaxed(&inst->deadline_us, &deadline);
+        if (now < deadline || ovs_mutex_trylock(&inst->mutex)) {
+            continue;
+        }
+        if (inst->encoder) {
+            /* The parity waits for the flow's next packet. */
+            fec_encode_expire(inst, NULL, now);
+        } else {
+            fec_decode_expire(inst, now);
+        }
+        ovs_mutex_unlock(&inst->mutex);
+    }
+}
+
+static void
+fec_timers_wait(void)
+{
+    long long int next = LLONG_MAX;
+    struct fec_inst *inst;
+
+    CMAP_FOR_EACH (inst, node, &instances) {
+        long long int deadline;
+
+        atomic_read_relaxed(&inst->deadline_us, &deadline);
+        next = MIN(next, deadline);
+    }
+    if (next != LLONG_MAX) {
+        long long int now = time_usec();
+
+        poll_timer_wait(next > now ? (next - now + 999) / 1000 : 0);
+    }
+}
+
+const struct gpu_service_impl gpu_fec_encode_service_impl = {
+    .type = GPU_SERVICE_FEC_ENCODE,
+    .check = fec_encode_check,
+    .execute = fec_encode_execute,
+    .timers_run = fec_timers_run,
+    .timers_wait = fec_timers_wait,
+};
+
+/* One instance table for both: the encoder's entry runs the timers. */
+const struct gpu_service_impl gpu_fec_decode_service_impl = {
+    .type = GPU_SERVICE_FEC_DECODE,
+    .check = fec_decode_check,
+    .execute = fec_decode_execute,
+};
+
+/* -------------------------------------------------------------- appctl. */
+
+static int
+compare_insts(const void *a_, const void *b_)
+{
+    const struct fec_inst *const *a = a_;
+    const struct fec_inst *const *b = b_;
+
+    if ((*a)->encoder != (*b)->encoder) {
+        return (*b)->encoder - (*a)->encoder;
+    }
+    return strcmp((*a)->args, (*b)->args);
+}
+
+static void
+fec_format_inst(struct ds *s, struct fec_inst *inst)
+{
+    ovs_mutex_lock(&inst->mutex);
+    ds_put_format(s, "%s(%s):\n", inst->encoder ? "fec_encode" : "fec_decode",
+                  inst->args);
+    ds_put_format(s, "  groups: %"PRIu64"\n", inst->n_groups);
+    if (inst->encoder) {
+        ds_put_format(s, "  packets sent: %"PRIu64"\n", inst->n_packets);
+        ds_put_format(s, "  parity sent: %"PRIu64"\n", inst->n_parity);
+        ds_put_format(s, "  parity waiting: %"PRIuSIZE"\n",
+                      inst->n_pending);
+        ds_put_format(s, "  open group: %u of %u packets\n", inst->n,
+                      inst->k);
+    } else {
+        ds_put_format(s, "  packets passed: %"PRIu64"\n", inst->n_packets);
+        ds_put_format(s, "  parity received: %"PRIu64"\n", inst->n_parity);
+        ds_put_format(s, "  losses seen: %"PRIu64"\n", inst->n_losses);
+        ds_put_format(s, "  packets rebuilt: %"PRIu64"\n", inst->n_rebuilt);
+        ds_put_format(s, "  groups lost: %"PRIu64"\n", inst->n_groups_lost);
+        ds_put_format(s, "  rebuilt waiting: %"PRIuSIZE"\n",
+                      inst->n_pending);
+        ds_put_format(s, "  buffered: %"PRIuSIZE" packets, %"PRIuSIZE
+                      " bytes, %"PRIuSIZE" groups\n", inst->n_buffered,
+                      inst->n_buffered_bytes, hmap_count(&inst->groups));
+        ds_put_format(s, "  late or duplicate (dropped): %"PRIu64"\n",
+                      inst->n_late);
+        ds_put_format(s, "  malformed (dropped): %"PRIu64"\n",
+                      inst->n_malformed);
+    }
+    ds_put_format(s, "  passed unchanged: %"PRIu64"\n", inst->n_unchanged);
+    ds_put_format(s, "  waiting dropped: %"PRIu64"\n",
+                  inst->n_pending_dropped);
+    ds_put_format(s, "  errors: %"PRIu64"\n", inst->n_errors);
+    ovs_mutex_unlock(&inst->mutex);
+}
+
+static void
+gpu_fec_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
+                 const char *argv[] OVS_UNUSED, void *aux OVS_UNUSED)
+{
+    struct ds s = DS_EMPTY_INITIALIZER;
+    struct fec_inst **list;
+    struct fec_inst *inst;
+    size_t n = 0;
+
+    ovs_mutex_lock(&instances_mutex);
+    list = xmalloc((cmap_count(&instances) + 1) * sizeof *list);
+    CMAP_FOR_EACH (inst, node, &instances) {
+        list[n++] = inst;
+    }
+    ovs_mutex_unlock(&instances_mutex);
+    qsort(list, n, sizeof *list, compare_insts);
+    for (size_t i = 0; i < n; i++) {
+        fec_format_inst(&s, list[i]);
+    }
+    free(list);
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
+void
+gpu_fec_service_init(void)
+{
+    unixctl_command_register("gpu-fec/show", "", 0, 0, gpu_fec_show_cmd,
+                             NULL);
+}
