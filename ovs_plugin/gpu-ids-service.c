@@ -446,10 +446,15 @@ ids_account(struct ids_ruleset *r, size_t n,
 struct ids_gather {
     struct ids_ruleset *r;          /* Referenced, or NULL. */
     struct gpu_ids_batch *batch;    /* On r's matcher. */
-    uint8_t *data;                  /* gpu_host_alloc(IDS_GATHER_BYTES). */
-    uint32_t offsets[IDS_GATHER_PACKETS + 1];
-    struct gpu_ids_pkt_hdr hdrs[IDS_GATHER_PACKETS];
-    struct gpu_ids_verdict verdicts[IDS_GATHER_PACKETS];
+
+    /* What the device reads and writes is in pinned memory
+     * (gpu_host_alloc()): a copy to or from pageable memory would make
+     * the submit wait for the scan. */
+    uint8_t *data;                  /* IDS_GATHER_BYTES. */
+    uint32_t *offsets;              /* IDS_GATHER_PACKETS + 1. */
+    struct gpu_ids_pkt_hdr *hdrs;   /* IDS_GATHER_PACKETS. */
+    struct gpu_ids_verdict *verdicts;   /* IDS_GATHER_PACKETS. */
+
     struct ids_alert_info info[IDS_GATHER_PACKETS];
     size_t n;
     long long int first_ms;         /* When its first packet came. */
@@ -540,6 +545,20 @@ ids_gather_submit(struct ids_gatherer *gt)
 }
 
 static void
+ids_gatherer_free(struct ids_gatherer *gt)
+{
+    for (int i = 0; i < 2; i++) {
+        struct ids_gather *g = &gt->slots[i];
+
+        gpu_host_free(g->data);
+        gpu_host_free(g->offsets);
+        gpu_host_free(g->hdrs);
+        gpu_host_free(g->verdicts);
+    }
+    free(gt);
+}
+
+static void
 ids_gatherer_destroy(void *gt_)
 {
     struct ids_gatherer *gt = gt_;
@@ -554,9 +573,8 @@ ids_gatherer_destroy(void *gt_)
         if (g->r) {
             ids_gather_unbind(g);
         }
-        gpu_host_free(g->data);
     }
-    free(gt);
+    ids_gatherer_free(gt);
 }
 
 static void
@@ -575,12 +593,16 @@ ids_gatherer_get(bool create)
     if (!gt && create) {
         gt = xzalloc(sizeof *gt);
         for (int i = 0; i < 2; i++) {
-            gt->slots[i].data = gpu_host_alloc(IDS_GATHER_BYTES);
-            if (!gt->slots[i].data) {
-                for (int j = 0; j < i; j++) {
-                    gpu_host_free(gt->slots[j].data);
-                }
-                free(gt);
+            struct ids_gather *g = &gt->slots[i];
+
+            g->data = gpu_host_alloc(IDS_GATHER_BYTES);
+            g->offsets = gpu_host_alloc((IDS_GATHER_PACKETS + 1)
+                                        * sizeof *g->offsets);
+            g->hdrs = gpu_host_alloc(IDS_GATHER_PACKETS * sizeof *g->hdrs);
+            g->verdicts = gpu_host_alloc(IDS_GATHER_PACKETS
+                                         * sizeof *g->verdicts);
+            if (!g->data || !g->offsets || !g->hdrs || !g->verdicts) {
+                ids_gatherer_free(gt);
                 return NULL;
             }
         }
