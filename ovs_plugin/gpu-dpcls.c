@@ -594,20 +594,23 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
         stat_add(&gd->stats.cpu_lookups, cnt);
         return -1;
     }
-    bool cuda;
-    atomic_read_relaxed(&policy_cuda, &cuda);
-    if (cuda && !gpu_device_is_warm()) {
-        /* The device's context is still being created: building a table
-         * now would stall this thread (and, from flow_put, the flow
-         * table's mutex) for as long as that takes. */
-        stat_add(&gd->stats.cpu_lookups, cnt);
-        return -1;
-    }
 
     view = gpu_dpcls_view_get(gd);
     uint64_t seq;
     atomic_read_relaxed(&backend_seq, &seq);
     if (!view || view->backend_seq != seq) {
+        bool cuda;
+
+        atomic_read_relaxed(&policy_cuda, &cuda);
+        if (cuda && !gpu_device_is_warm()) {
+            /* The device's context is still being created: building a
+             * table now would stall this thread (and, from flow_put, the
+             * flow table's mutex) for as long as that takes.  Only
+             * builds touch the device this way, and a device change bumps
+             * 'backend_seq', so every view made for it is built here. */
+            stat_add(&gd->stats.cpu_lookups, cnt);
+            return -1;
+        }
         ovs_mutex_lock(&gd->mutex);
         view = gpu_dpcls_view_get(gd);
         if (!view || view->backend_seq != seq) {

@@ -623,9 +623,8 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
                  || g->offsets[g->n] + b->offsets[b->n]
                     > IDS_GATHER_BYTES)) {
-        ids_gather_submit(gt);
+        ids_gather_submit(gt);      /* The next slot is idle after. */
         g = &gt->slots[gt->filling];
-        ids_gather_finish(g, true);
     }
     if (g->r != r) {
         if (g->r) {
@@ -766,7 +765,12 @@ ids_run(const char *args, struct gpu_service_batch *b)
         return;
     }
     for (size_t i = 0; i < b->n; i++) {
-        ids_alert_info_init(&info[i], &b->pkts[i]);
+        /* Only an alert line needs more than 'is_ip'. */
+        if (b->pkts[i].is_ip && verdicts[i].n_matches) {
+            ids_alert_info_init(&info[i], &b->pkts[i]);
+        } else {
+            info[i].is_ip = b->pkts[i].is_ip;
+        }
     }
     ids_account(r, b->n, info, verdicts, b->offsets[b->n],
                 alert ? NULL : b->verdicts);
