@@ -4,7 +4,8 @@
  * in the same run on the same machine.
  *
  *   bench/classifier-bench [--quick] [--csv FILE] [--dump DIR]
- *                          [--only synth|classbench] [--synth RULES:CLASSES]
+ *                          [--only synth|classbench|burst]
+ *                          [--synth RULES:CLASSES]
  *                          [--priority] [--max-seconds S]
  *
  * For each set and algorithm it prints:
@@ -14,6 +15,10 @@
  *            copies included, 4 batches in flight on 4 streams;
  *   e2e-sync CUDA, one batch at a time, waiting for each (latency-bound);
  *   cpu      the CPU backend on one core, same table, same keys.
+ *
+ * --only burst looks up datapath bursts (32 keys) in sets of 1 to 512
+ * classes, as ovs-vswitchd's offload does: its e2e-sync column is the
+ * synchronous round trip a PMD thread waits for (us per burst = 32 / it).
  *
  * --csv writes one line per measurement, keyed by set name, rule count,
  * class count, semantics, algorithm and batch, so that other peers can be
@@ -765,7 +770,8 @@ main(int argc, char *argv[])
             check_keys = strtoul(argv[++i], NULL, 10);
         } else {
             fprintf(stderr, "usage: %s [--quick] [--csv FILE] [--dump DIR] "
-                    "[--only synth|classbench] [--synth RULES:CLASSES] "
+                    "[--only synth|classbench|burst] "
+                    "[--synth RULES:CLASSES] "
                     "[--priority] [--max-seconds S] [--check-keys N]\n",
                     argv[0]);
             return 2;
@@ -862,6 +868,20 @@ main(int argc, char *argv[])
                 }
                 ruleset_free(&rs);
             }
+        }
+    }
+    if (only && !strcmp(only, "burst")) {
+        /* One megaflow per mask, as the switch benchmark installs. */
+        static const unsigned int classes[] = { 1, 8, 32, 128, 512 };
+        static const size_t batches[] = { 32 };
+
+        for (size_t c = 0; c < sizeof classes / sizeof *classes; c++) {
+            struct ruleset rs;
+
+            make_synthetic(&rs, classes[c] * 8, classes[c], 1 << 16,
+                           777 + c);
+            run_set(&rs, batches, 1, true, true);
+            ruleset_free(&rs);
         }
     }
     if (!only || !strcmp(only, "classbench")) {

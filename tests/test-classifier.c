@@ -603,6 +603,33 @@ test_random_large(void **state)
     }
 }
 
+/* More classes than one CUDA block visits (MAX_GROUP), looked up in
+ * bursts of up to 64 keys as the datapath does: the CUDA backend then
+ * splits every group over several blocks. */
+static void
+test_random_many_classes(void **state)
+{
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        for (int a = 0; a < N_ALGS; a++) {
+            for (int s = 0; s < 2; s++) {
+                struct case_desc cd = {
+                    .backend = backends[b],
+                    .n_words = 3,
+                    .sem = s ? GPU_CLS_HIGHEST_PRIORITY
+                             : GPU_CLS_FIRST_MATCH,
+                    .alg = all_algs[a],
+                    .n_masks = 300,
+                    .n_rules = 1500,
+                    .overlap = false,
+                };
+                cd.seed = case_seed(250 + b, a, s, 0);
+                run_case(&cd, 64, 8);
+            }
+        }
+    }
+}
+
 /* One class of many rules: it grows from 12 slots many times; removing
  * every rule drops the class and all its memory. */
 static void
@@ -1218,6 +1245,7 @@ main(void)
         cmocka_unit_test(test_random_wide),
         cmocka_unit_test(test_random_large),
         cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_random_many_classes),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_classbench_acl1),
