@@ -5,7 +5,7 @@
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
 #   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
-#                          ids-switch-bench|ovs-bench]...
+#                          ids-switch-bench|ovs-bench|classifier-burst]...
 #
 # test runs the cmocka tests (every backend) and OVS's testsuite with
 # ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
@@ -166,6 +166,22 @@ ovs-bench)
         --csv "$OUT/classifier-bench-ovs.csv" 2>&1 \
         | tee "$OUT/classifier-bench-ovs.txt"
     echo "classifier-bench-ovs: exit ${PIPESTATUS[0]}"
+    ;;
+classifier-burst)
+    # The classifier's tests (CUDA against the CPU backend and a
+    # reference) and the datapath-burst round trip, groups split over
+    # blocks (the default) and not.
+    echo "== classifier: tests, 32-key bursts"
+    cd "$BUILD"
+    timeout 300 tests/test-classifier > "$OUT/test-classifier.log" 2>&1
+    echo "test-classifier: exit $?"
+    grep -E '^\[  (PASSED|FAILED) \]' "$OUT/test-classifier.log"
+    for split in 1 0; do
+        echo "-- GPU_CLS_CUDA_SPLIT=$split"
+        GPU_CLS_CUDA_SPLIT=$split timeout 120 bench/classifier-bench \
+            --only burst --max-seconds 0.2 2>&1 \
+            | tee "$OUT/classifier-burst-split$split.txt"
+    done
     ;;
 bench)
     echo "== benchmarks"
