@@ -5,7 +5,8 @@
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
 #   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
-#                          ids-switch-bench|ovs-bench|classifier-burst]...
+#                          ids-switch-bench|ovs-bench|classifier-burst|
+#                          unit]...
 #
 # test runs the cmocka tests (every backend) and OVS's testsuite with
 # ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
@@ -167,15 +168,27 @@ ovs-bench)
         | tee "$OUT/classifier-bench-ovs.txt"
     echo "classifier-bench-ovs: exit ${PIPESTATUS[0]}"
     ;;
-classifier-burst)
-    # The classifier's tests (CUDA against the CPU backend and a
-    # reference) and the datapath-burst round trip, groups split over
-    # blocks (the default) and not.
-    echo "== classifier: tests, 32-key bursts"
+unit)
+    # Some cmocka programs alone, on every backend (UNIT_TESTS, default:
+    # the classifier's and gpu_ids's).
+    echo "== unit tests on every backend"
     cd "$BUILD"
-    timeout 300 tests/test-classifier > "$OUT/test-classifier.log" 2>&1
-    echo "test-classifier: exit $?"
-    grep -E '^\[  (PASSED|FAILED) \]' "$OUT/test-classifier.log"
+    export GPU_IDS_BACKEND=all GPU_RE_BACKEND=all GPU_PARITY_BACKEND=all \
+        GPU_INDEX_BACKEND=all
+    for t in ${UNIT_TESTS:-test-classifier test-ids}; do
+        make -j16 tests/$t > "$OUT/build-$t.log" 2>&1 \
+            || { tail -20 "$OUT/build-$t.log"; continue; }
+        timeout 300 tests/$t > "$OUT/$t.log" 2>&1
+        echo "$t: exit $?"
+        grep -E '^\[  (PASSED|FAILED) \]|FAILED|redone on the CPU' \
+            "$OUT/$t.log"
+    done
+    ;;
+classifier-burst)
+    # The datapath-burst round trip, groups split over blocks (the
+    # default) and not.
+    echo "== classifier: 32-key bursts"
+    cd "$BUILD"
     for split in 1 0; do
         echo "-- GPU_CLS_CUDA_SPLIT=$split"
         GPU_CLS_CUDA_SPLIT=$split timeout 120 bench/classifier-bench \

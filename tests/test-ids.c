@@ -1285,6 +1285,72 @@ test_batches(void **state)
     gpu_ids_ruleset_destroy(rs);
 }
 
+/* A rule set whose anchor is in almost every byte overflows the hit list
+ * sized for ordinary traffic: the batch's verdicts stay right (the CPU
+ * redoes it) and the next launch sizes the list by the hits it saw, so
+ * that it stays on the GPU. */
+static void
+test_dense_hits(void **state)
+{
+    const char *text =
+        "alert tcp any any -> any any (content:\"aa\"; content:\"zz\"; "
+        "sid:1;)\n"
+        "alert tcp any any -> any any (content:\"aa\"; sid:2;)\n";
+    enum { N = 256, LEN = 1400 };
+    struct gpu_ids_ruleset *rs;
+    char err[256];
+
+    (void) state;
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "d", NULL, &rs, err,
+                                                 sizeof err), GPU_OK);
+    for (int b = 0; b < n_backends; b++) {
+        struct gpu_ids_matcher_config cfg;
+        struct gpu_ids_matcher_stats ms;
+        struct gpu_ids_matcher *m;
+        struct gpu_ids_batch *batch;
+        struct gpu_ids_verdict *v = gpu_host_alloc(N * sizeof *v);
+        struct pkts p;
+
+        gpu_ids_matcher_config_init(&cfg);
+        cfg.backend = backends[b];
+        assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
+        assert_int_equal(gpu_ids_batch_create(m, N, N * LEN, &batch),
+                         GPU_OK);
+        pkts_init(&p, N, N * LEN);
+        for (int i = 0; i < N; i++) {
+            uint8_t *d = pkts_add(&p, LEN, 6, 1, 2);
+
+            memset(d, 'a', LEN);
+            if (i % 3 == 0) {
+                memcpy(d + LEN / 2, "zz", 2);
+            }
+        }
+        for (int round = 0; round < 3; round++) {
+            memset(v, 0x5a, N * sizeof *v);
+            assert_int_equal(gpu_ids_submit(batch, NULL, p.data, p.offsets,
+                                            p.hdrs, N, v), GPU_OK);
+            assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+            for (int i = 0; i < N; i++) {
+                bool both = i % 3 == 0;
+
+                assert_int_equal(v[i].n_matches, both ? 2 : 1);
+                assert_int_equal(v[i].sid, both ? 1 : 2);
+            }
+        }
+        gpu_ids_matcher_get_stats(m, &ms);
+        /* The CPU never falls back; CUDA at most for the first round. */
+        assert_true(ms.n_fallbacks <= 1);
+        printf("  %s: %"PRIu64" hits in 3 rounds, %"PRIu64" redone on the "
+               "CPU\n", backends[b] == GPU_IDS_BACKEND_CUDA ? "cuda" : "cpu",
+               ms.n_hits, ms.n_fallbacks);
+        gpu_ids_batch_destroy(batch);
+        gpu_ids_matcher_destroy(m);
+        pkts_free(&p);
+        gpu_host_free(v);
+    }
+    gpu_ids_ruleset_destroy(rs);
+}
+
 int
 main(void)
 {
@@ -1312,6 +1378,7 @@ main(void)
         cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_dense_hits),
         cmocka_unit_test(test_random_small),
         cmocka_unit_test(test_random_large),
         cmocka_unit_test(test_community_random),

@@ -43,10 +43,13 @@
 namespace cg = cooperative_groups;
 
 #define THREADS 256
-/* Hit list slots per payload byte; an overflow costs a CPU re-match, not
- * a wrong answer. */
+/* Hit list slots per payload byte, at least; a batch's list grows to
+ * what its recent launches found (rule sets with short anchors hit far
+ * more often), since an overflow costs a CPU re-match of the batch (not
+ * a wrong answer). */
 #define HITS_PER_BYTE_DIV 16
 #define MIN_HITS 65536
+#define MAX_HITS (1u << 24)
 /* Below this many scan items a batch leaves most of the GPU idle, and a
  * thread's chain of dependent table loads (its chunk plus the warm-up)
  * is the batch's latency: chunks are halved, down to 16 bytes, until
@@ -86,6 +89,9 @@ struct cuda_batch {
      * can use. */
     uint32_t launch_cap;
     uint32_t launch_seen_log2;
+    /* Hits per KB of payload in recent launches (the densest, decaying),
+     * to size the next launch's hit list. */
+    uint32_t hits_per_kb;
     cudaEvent_t done;
     cudaEvent_t prof[3];        /* Before scan, after scan, after check. */
     bool fallback;              /* Match on the CPU at wait time. */
@@ -435,6 +441,37 @@ batch_free(struct cuda_batch *c)
     free(c);
 }
 
+/* Replaces 'c''s hit list and (packet, pattern) set with ones for 'cap'
+ * hits.  Only between launches of 'c'; cudaFree() waits for the device,
+ * which is rare: a batch grows a few times at most. */
+static int
+grow_hits(struct cuda_batch *c, size_t cap)
+{
+    unsigned long long *seen;
+    uint32_t log2 = c->seen_log2;
+    struct hit *hits;
+
+    while ((1ull << log2) < 2 * cap) {
+        log2++;
+    }
+    if (cudaMalloc((void **) &hits, cap * sizeof *hits) != cudaSuccess) {
+        cudaGetLastError();
+        return GPU_ERR_NOMEM;
+    }
+    if (cudaMalloc((void **) &seen, sizeof *seen << log2) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(hits);
+        return GPU_ERR_NOMEM;
+    }
+    cudaFree(c->d_hits);
+    cudaFree(c->d_seen);
+    c->d_hits = hits;
+    c->d_seen = seen;
+    c->hit_cap = cap;
+    c->seen_log2 = log2;
+    return GPU_OK;
+}
+
 static int
 cuda_batch_init(struct gpu_ids_batch *b)
 {
@@ -545,7 +582,14 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
                                    s));
     }
     size_t cap = b->n_bytes / HITS_PER_BYTE_DIV;
-    cap = cap < MIN_HITS ? MIN_HITS : cap > c->hit_cap ? c->hit_cap : cap;
+    size_t recent = (uint64_t) b->n_bytes * c->hits_per_kb * 3 / 2048;
+
+    cap = cap < recent ? recent : cap;
+    cap = cap < MIN_HITS ? MIN_HITS : cap > MAX_HITS ? MAX_HITS : cap;
+    if (cap > c->hit_cap && grow_hits(c, cap)) {
+        cap = c->hit_cap;       /* No memory: the CPU redoes overflows. */
+    }
+    cap = cap > c->hit_cap ? c->hit_cap : cap;
     c->launch_cap = cap;
     for (c->launch_seen_log2 = 10;
          (1ull << c->launch_seen_log2) < 2 * cap
@@ -686,8 +730,17 @@ finish(struct gpu_ids_batch *b, int error)
         }
         return error;
     }
-    if (!error && *c->h_hit_count > c->launch_cap) {
-        c->fallback = true;
+    if (!error && !c->fallback) {
+        uint64_t per_kb = ((uint64_t) *c->h_hit_count * 1024
+                           + b->n_bytes) / (b->n_bytes + 1);
+        uint32_t decayed = c->hits_per_kb - c->hits_per_kb / 8;
+
+        c->hits_per_kb = per_kb > decayed
+                         ? (per_kb > UINT32_MAX ? UINT32_MAX : per_kb)
+                         : decayed;
+        if (*c->h_hit_count > c->launch_cap) {
+            c->fallback = true;
+        }
     }
     if (error || c->fallback) {
         __atomic_fetch_add(&b->m->n_fallbacks, 1, __ATOMIC_RELAXED);
