@@ -578,29 +578,39 @@ test_random_wide(void **state)
     }
 }
 
-/* Many rules and classes: class tables grow and some rebuild. */
+/* Disjoint rules in 'n_masks' classes, on every backend, algorithm and
+ * semantics, looked up in batches of 1 to 'keys_per_check' keys. */
 static void
-test_random_large(void **state)
+run_disjoint_cases(int seed_base, unsigned int n_words, unsigned int n_masks,
+                   unsigned int n_rules, size_t keys_per_check, int n_checks)
 {
-    (void) state;
     for (int b = 0; b < n_backends; b++) {
         for (int a = 0; a < N_ALGS; a++) {
             for (int s = 0; s < 2; s++) {
                 struct case_desc cd = {
                     .backend = backends[b],
-                    .n_words = 5,
+                    .n_words = n_words,
                     .sem = s ? GPU_CLS_HIGHEST_PRIORITY
                              : GPU_CLS_FIRST_MATCH,
                     .alg = all_algs[a],
-                    .n_masks = 64,
-                    .n_rules = quick ? 3000 : 8000,
+                    .n_masks = n_masks,
+                    .n_rules = n_rules,
                     .overlap = false,
                 };
-                cd.seed = case_seed(200 + b, a, s, 0);
-                run_case(&cd, quick ? 2000 : 5000, 2);
+                cd.seed = case_seed(seed_base + b, a, s, 0);
+                run_case(&cd, keys_per_check, n_checks);
             }
         }
     }
+}
+
+/* Many rules and classes: class tables grow and some rebuild. */
+static void
+test_random_large(void **state)
+{
+    (void) state;
+    run_disjoint_cases(200, 5, 64, quick ? 3000 : 8000, quick ? 2000 : 5000,
+                       2);
 }
 
 /* More classes than one CUDA block visits (MAX_GROUP), looked up in
@@ -610,24 +620,7 @@ static void
 test_random_many_classes(void **state)
 {
     (void) state;
-    for (int b = 0; b < n_backends; b++) {
-        for (int a = 0; a < N_ALGS; a++) {
-            for (int s = 0; s < 2; s++) {
-                struct case_desc cd = {
-                    .backend = backends[b],
-                    .n_words = 3,
-                    .sem = s ? GPU_CLS_HIGHEST_PRIORITY
-                             : GPU_CLS_FIRST_MATCH,
-                    .alg = all_algs[a],
-                    .n_masks = 300,
-                    .n_rules = 1500,
-                    .overlap = false,
-                };
-                cd.seed = case_seed(250 + b, a, s, 0);
-                run_case(&cd, 64, 8);
-            }
-        }
-    }
+    run_disjoint_cases(250, 3, 300, 1500, 64, 8);
 }
 
 /* One class of many rules: it grows from 12 slots many times; removing
