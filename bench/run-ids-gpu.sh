@@ -62,8 +62,9 @@ if ! (build) > "$OUT/build.log" 2>&1; then
     log "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1
 fi
 log "built"
-grep -E "scan_kernel|check_kernel|registers" "$OUT/nvcc-resource-usage.txt" \
-    | head -8
+# Per kernel (scan x2, confirm, rules, verdict): registers, stack, spills.
+grep -E "Compiling entry|stack frame|registers" \
+    "$OUT/nvcc-resource-usage.txt" | head -20
 
 for step in $steps; do
     case $step in

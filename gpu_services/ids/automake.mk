@@ -5,6 +5,7 @@ noinst_LIBRARIES += gpu_services/ids/libgpuids.a
 gpu_services_ids_libgpuids_a_SOURCES = \
 	gpu_services/ids/gpu-ids.h \
 	gpu_services/ids/ids-inline.h \
+	gpu_services/ids/ids-kernels.cuh \
 	gpu_services/ids/ids-private.h \
 	gpu_services/ids/ids.c \
 	gpu_services/ids/ids-rules.c \

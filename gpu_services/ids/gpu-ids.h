@@ -342,6 +342,10 @@ struct gpu_ids_matcher_stats {
     uint64_t n_fallbacks;           /* Batches redone on the CPU. */
     uint64_t scan_ns, check_ns;     /* CUDA device time in the scan and
                                      * check kernels, with 'profile'. */
+    uint64_t confirm_ns;            /* Of check_ns, the first of its two
+                                     * kernels (confirm the hits, dedupe,
+                                     * headers); the rest is the rules'
+                                     * contents. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

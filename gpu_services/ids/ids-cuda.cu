@@ -1,15 +1,18 @@
 /*
  * CUDA backend of the IDS matcher (sm_90).
  *
- * One submission is four steps on the caller's stream:
+ * One submission is these steps on the caller's stream (the kernels are
+ * in ids-kernels.cuh, which says what each does):
  *
  *   1. copy the packed payloads, offsets and headers in;
- *   2. scan: walk the DFA and append every flagged position (a state that
- *      ends an anchor pattern) to a hit list;
- *   3. check: one thread per hit confirms the anchor pattern, claims
- *      (packet, pattern) in a hash set (so a rule is checked once per
- *      packet), and runs the full rule check; matches go to per-packet
- *      atomics (lowest sid, count) and per-rule counters;
+ *   2. scan: walk the DFA and append every flagged position to a hit
+ *      list;
+ *   3. check, in two kernels: confirm (one thread per hit: the anchor
+ *      pattern, a (packet, pattern) claim so that a rule is checked once
+ *      per packet, the rule headers; out comes a list of (packet, rule)
+ *      work items), then rules (one warp per item: the rule's contents,
+ *      32 starts at a time); matches go to per-packet atomics (lowest
+ *      verdict key, count) and per-rule counters;
  *   4. write the verdicts and copy them out.
  *
  * The scan has two mappings (docs/IDS-NOTES.md):
@@ -24,11 +27,11 @@
  *   no remap: one packet per thread, the classic mapping whose warps run
  *     as long as their longest packet (for comparison).
  *
- * Hits are appended with warp-aggregated atomics: the lanes that hit in
- * the same step form a coalesced group and take their slots with one
- * atomicAdd.  If the hit list overflows, the check step does nothing and
- * the batch is matched on the CPU when waited for; so is a batch whose
- * device work failed.
+ * Hits and work items are appended with warp-aggregated atomics: the lanes
+ * that append at the same time form a coalesced group and take their slots
+ * with one atomicAdd.  If either list overflows, the kernels after it do
+ * nothing and the batch is matched on the CPU when waited for; so is a
+ * batch whose device work failed.
  */
 #include <config.h>
 
@@ -42,11 +45,34 @@
 
 namespace cg = cooperative_groups;
 
-#define THREADS 256
-/* Hit list slots per payload byte, at least; a batch's list grows to
+/* The primitives ids-kernels.cuh asks of its includer. */
+__device__ __forceinline__ uint32_t
+ids_append(uint32_t *count)
+{
+    cg::coalesced_group g = cg::coalesced_threads();
+    uint32_t base = 0;
+
+    if (g.thread_rank() == 0) {
+        base = atomicAdd(count, g.size());
+    }
+    return g.shfl(base, 0) + g.thread_rank();
+}
+
+template <typename Pred>
+__device__ __forceinline__ int
+ids_warp_first(Pred pred)
+{
+    uint32_t m = __ballot_sync(0xffffffffu, pred(threadIdx.x % 32));
+
+    return m ? __ffs(m) - 1 : -1;
+}
+
+#include "gpu_services/ids/ids-kernels.cuh"
+
+/* Hit list slots per payload byte, at least; a batch's lists grow to
  * what its recent launches found (rule sets with short anchors hit far
  * more often), since an overflow costs a CPU re-match of the batch (not
- * a wrong answer). */
+ * a wrong answer).  The work list has as many slots as the hit list. */
 #define HITS_PER_BYTE_DIV 16
 #define MIN_HITS 65536
 #define MAX_HITS (1u << 24)
@@ -55,13 +81,32 @@ namespace cg = cooperative_groups;
  * is the batch's latency: chunks are halved, down to 16 bytes, until
  * there are this many.  A switch's batches of 32 packets are ~20 kB. */
 #define MIN_SCAN_ITEMS 32768
+/* Grid of the check kernels, which stride over lists whose lengths only
+ * the device knows: one full wave of 256-thread blocks on an H100 (132
+ * SMs x 8), in round figures. */
+#define CHECK_BLOCKS 1024
+
+/* The (packet, pattern) key packs both in 48 bits (ids-kernels.cuh). */
+#if GPU_IDS_MAX_BATCH_PACKETS > (1u << (SEEN_TAG_SHIFT - SEEN_PATTERN_BITS))
+#error "batch packets do not fit the (packet, pattern) key"
+#endif
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
-struct hit {
-    uint32_t packet;
-    uint32_t pos;               /* Of the hit's last byte, in the packet. */
-    uint32_t row;               /* Automaton row offset. */
+/* Profiling events, in stream order. */
+enum {
+    PROF_SCAN,                  /* Before the scan. */
+    PROF_CONFIRM,               /* After it, before confirm_kernel. */
+    PROF_RULES,                 /* Before rules_kernel. */
+    PROF_END,                   /* After it. */
+    N_PROF
+};
+
+/* Device counters of a batch, copied back together. */
+enum {
+    CTR_HITS,
+    CTR_ITEMS,
+    N_CTR
 };
 
 struct cuda_matcher {
@@ -79,21 +124,23 @@ struct cuda_batch {
     uint32_t *d_counts;
     struct gpu_ids_verdict *d_verdicts;
     struct hit *d_hits;
-    uint32_t *d_hit_count;
+    struct item *d_items;
+    uint32_t *d_ctr;            /* N_CTR counters. */
     unsigned long long *d_seen;     /* (packet, pattern) set. */
     uint32_t seen_log2;
-    uint32_t *h_hit_count;      /* Pinned. */
-    size_t hit_cap;             /* Capacity of 'd_hits'. */
-    /* The hit list and (packet, pattern) set used by the batch in flight,
-     * sized by its bytes: a small batch in big buffers clears only what it
-     * can use. */
+    uint32_t seen_tag;          /* Of the last launch; 0: clear first. */
+    uint32_t *h_ctr;            /* Pinned copy of 'd_ctr'. */
+    size_t hit_cap;             /* Capacity of 'd_hits' and 'd_items'. */
+    /* The hit and work lists and (packet, pattern) set used by the batch
+     * in flight, sized by its bytes: a small batch in big buffers uses
+     * only what it needs. */
     uint32_t launch_cap;
     uint32_t launch_seen_log2;
     /* Hits per KB of payload in recent launches (the densest, decaying),
      * to size the next launch's hit list. */
     uint32_t hits_per_kb;
     cudaEvent_t done;
-    cudaEvent_t prof[3];        /* Before scan, after scan, after check. */
+    cudaEvent_t prof[N_PROF];
     bool fallback;              /* Match on the CPU at wait time. */
 };
 
@@ -115,206 +162,6 @@ gpu_ids_cuda_probe(void)
     return gpu_device_count(NULL) > 0;
 }
 
-/* ---- Kernels. ---- */
-
-/* Claims (packet, pattern) in the open-addressing set 'seen' (zeroed per
- * batch, at least twice the hit list): true for the first claimant only,
- * so each pattern checks its rules once per packet.  O(1) per hit,
- * unlike searching the packet for an earlier occurrence. */
-__device__ __forceinline__ bool
-claim_first(unsigned long long *seen, uint32_t log2, uint32_t packet,
-            uint32_t pid)
-{
-    unsigned long long key = ((unsigned long long) packet << 32 | pid) + 1;
-    uint32_t mask = (1u << log2) - 1;
-    uint32_t h = (uint32_t) ((key * 0x9e3779b97f4a7c15ULL) >> (64 - log2));
-
-    for (;;) {
-        unsigned long long prev = atomicCAS(&seen[h], 0ull, key);
-
-        if (prev == 0) {
-            return true;
-        }
-        if (prev == key) {
-            return false;
-        }
-        h = (h + 1) & mask;
-    }
-}
-
-__device__ __forceinline__ void
-emit_hit(struct hit *hits, uint32_t *hit_count, uint32_t cap,
-         uint32_t packet, uint32_t pos, uint32_t row)
-{
-    cg::coalesced_group g = cg::coalesced_threads();
-    uint32_t base = 0;
-
-    if (g.thread_rank() == 0) {
-        base = atomicAdd(hit_count, g.size());
-    }
-    base = g.shfl(base, 0) + g.thread_rank();
-    if (base < cap) {
-        hits[base].packet = packet;
-        hits[base].pos = pos;
-        hits[base].row = row;
-    }
-}
-
-struct scan_args {
-    const uint8_t *data;        /* 8-byte aligned, padded to 8. */
-    const uint32_t *offsets;
-    uint32_t base;              /* offsets[0]. */
-    uint32_t n_packets;
-    uint32_t n_bytes;
-    uint32_t chunk;
-    uint32_t warm;              /* max_depth - 1. */
-    struct hit *hits;
-    uint32_t *hit_count;
-    uint32_t hit_cap;
-};
-
-template <bool REMAP>
-__global__ void __launch_bounds__(THREADS)
-scan_kernel(const uint32_t *__restrict__ trans,
-            const uint8_t *__restrict__ class_map, struct scan_args a)
-{
-    __shared__ uint8_t cmap[256];
-    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
-    uint32_t cs, ce, start, p, pstart, pend;
-
-    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
-        cmap[i] = class_map[i];
-    }
-    __syncthreads();
-
-    if (REMAP) {
-        uint32_t lo = 0, hi = a.n_packets - 1;
-
-        cs = tid * a.chunk;
-        if (cs >= a.n_bytes) {
-            return;
-        }
-        ce = min(cs + a.chunk, a.n_bytes);
-        /* The last packet starting at or before cs. */
-        while (lo < hi) {
-            uint32_t mid = (lo + hi + 1) / 2;
-
-            if (__ldg(&a.offsets[mid]) - a.base <= cs) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        p = lo;
-        pstart = __ldg(&a.offsets[p]) - a.base;
-        start = cs - pstart > a.warm ? cs - a.warm : pstart;
-    } else {
-        p = tid;
-        if (p >= a.n_packets) {
-            return;
-        }
-        cs = pstart = start = __ldg(&a.offsets[p]) - a.base;
-        ce = __ldg(&a.offsets[p + 1]) - a.base;
-    }
-    pend = __ldg(&a.offsets[p + 1]) - a.base;
-
-    const unsigned long long *d64 = (const unsigned long long *) a.data;
-    unsigned long long w = start < ce ? __ldg(&d64[start >> 3]) : 0;
-    uint32_t row = 0;
-
-    for (uint32_t i = start; i < ce; i++) {
-        uint32_t e;
-        uint8_t c;
-
-        if (!(i & 7)) {
-            w = __ldg(&d64[i >> 3]);
-        }
-        while (i == pend) {
-            /* Next packet (skipping empty ones): back to the root. */
-            p++;
-            pstart = pend;
-            pend = __ldg(&a.offsets[p + 1]) - a.base;
-            row = 0;
-        }
-        c = (uint8_t) (w >> ((i & 7) * 8));
-        e = __ldg(&trans[row + cmap[c]]);
-        row = e & GPU_IDS_ROW_MASK;
-        if ((e & GPU_IDS_HIT) && i >= cs) {
-            emit_hit(a.hits, a.hit_count, a.hit_cap, p, i - pstart, row);
-        }
-    }
-}
-
-__global__ void __launch_bounds__(THREADS)
-check_kernel(struct gpu_ids_tables t, const uint8_t *__restrict__ data,
-             const uint32_t *__restrict__ offsets, uint32_t base,
-             const struct gpu_ids_pkt_hdr *__restrict__ hdrs,
-             const struct hit *__restrict__ hits,
-             const uint32_t *hit_count, uint32_t cap,
-             unsigned long long *seen, uint32_t seen_log2,
-             unsigned long long *keys, uint32_t *counts,
-             unsigned long long *rule_counts)
-{
-    uint32_t n = *hit_count;
-
-    if (n > cap) {
-        return;                 /* Overflow: the host redoes the batch. */
-    }
-    for (uint32_t h = blockIdx.x * blockDim.x + threadIdx.x; h < n;
-         h += gridDim.x * blockDim.x) {
-        struct hit ht = hits[h];
-        uint32_t ofs = offsets[ht.packet] - base;
-        uint32_t len = offsets[ht.packet + 1] - base - ofs;
-        const uint8_t *pkt = data + ofs;
-        struct gpu_ids_pkt_hdr hd = hdrs[ht.packet];
-        const struct gpu_ids_dout o = t.out[ht.row / t.n_classes];
-
-        for (uint32_t k = 0; k < o.n_anchor; k++) {
-            uint32_t pid = t.out_ids[o.start + k];
-            const struct gpu_ids_dpattern *pt = &t.patterns[pid];
-            int64_t s = (int64_t) ht.pos + 1 - pt->depth;
-
-            if (!gpu_ids_pattern_at(&t, pt, pkt, len, (uint32_t) s)) {
-                continue;
-            }
-            /* One occurrence per packet checks the pattern's rules (the
-             * check looks at the whole packet, so any one will do). */
-            if (!claim_first(seen, seen_log2, ht.packet, pid)) {
-                continue;
-            }
-            for (uint32_t r = 0; r < pt->n_rules; r++) {
-                uint32_t idx = t.anchored[pt->rules + r];
-
-                if (gpu_ids_rule_check(&t, idx, pkt, len, hd.proto,
-                                       hd.sport, hd.dport)) {
-                    atomicMin(&keys[ht.packet],
-                              (unsigned long long) gpu_ids_verdict_key(
-                                  t.rules[idx].sid, idx));
-                    atomicAdd(&counts[ht.packet], 1u);
-                    atomicAdd(&rule_counts[idx], 1ull);
-                }
-            }
-        }
-    }
-}
-
-__global__ void
-verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
-               uint32_t n, struct gpu_ids_verdict *v)
-{
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-
-    if (i < n) {
-        struct gpu_ids_verdict out;
-
-        out.n_matches = counts[i];
-        out.sid = out.n_matches ? (uint32_t) (keys[i] >> 32) : 0;
-        out.rule = out.n_matches ? (uint32_t) keys[i] : GPU_IDS_NO_RULE;
-        out.pad = 0;
-        v[i] = out;
-    }
-}
-
 /* ---- Provider. ---- */
 
 static size_t
@@ -330,6 +177,11 @@ cuda_init(struct gpu_ids_matcher *m)
     struct cuda_matcher *c;
     int error;
 
+    if (rs->stats.n_patterns >= 1u << SEEN_PATTERN_BITS) {
+        /* Beyond the (packet, pattern) key of the dedupe set: 15,000
+         * times the Snort community rules' 4,553 patterns. */
+        return GPU_ERR_INVALID;
+    }
     c = (struct cuda_matcher *) calloc(1, sizeof *c);
     if (!c) {
         return GPU_ERR_NOMEM;
@@ -425,15 +277,16 @@ batch_free(struct cuda_batch *c)
     cudaFree(c->d_counts);
     cudaFree(c->d_verdicts);
     cudaFree(c->d_hits);
-    cudaFree(c->d_hit_count);
+    cudaFree(c->d_items);
+    cudaFree(c->d_ctr);
     cudaFree(c->d_seen);
-    if (c->h_hit_count) {
-        cudaFreeHost(c->h_hit_count);
+    if (c->h_ctr) {
+        cudaFreeHost(c->h_ctr);
     }
     if (c->done) {
         cudaEventDestroy(c->done);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_PROF; i++) {
         if (c->prof[i]) {
             cudaEventDestroy(c->prof[i]);
         }
@@ -441,34 +294,38 @@ batch_free(struct cuda_batch *c)
     free(c);
 }
 
-/* Replaces 'c''s hit list and (packet, pattern) set with ones for 'cap'
- * hits.  Only between launches of 'c'; cudaFree() waits for the device,
- * which is rare: a batch grows a few times at most. */
+/* Replaces 'c''s hit and work lists and (packet, pattern) set with ones
+ * for 'cap' hits.  Only between launches of 'c'; cudaFree() waits for the
+ * device, which is rare: a batch grows a few times at most. */
 static int
 grow_hits(struct cuda_batch *c, size_t cap)
 {
-    unsigned long long *seen;
+    unsigned long long *seen = NULL;
+    struct item *items = NULL;
+    struct hit *hits = NULL;
     uint32_t log2 = c->seen_log2;
-    struct hit *hits;
 
     while ((1ull << log2) < 2 * cap) {
         log2++;
     }
-    if (cudaMalloc((void **) &hits, cap * sizeof *hits) != cudaSuccess) {
-        cudaGetLastError();
-        return GPU_ERR_NOMEM;
-    }
-    if (cudaMalloc((void **) &seen, sizeof *seen << log2) != cudaSuccess) {
+    if (cudaMalloc((void **) &hits, cap * sizeof *hits) != cudaSuccess
+        || cudaMalloc((void **) &items, cap * sizeof *items) != cudaSuccess
+        || cudaMalloc((void **) &seen, sizeof *seen << log2)
+           != cudaSuccess) {
         cudaGetLastError();
         cudaFree(hits);
+        cudaFree(items);
         return GPU_ERR_NOMEM;
     }
     cudaFree(c->d_hits);
+    cudaFree(c->d_items);
     cudaFree(c->d_seen);
     c->d_hits = hits;
+    c->d_items = items;
     c->d_seen = seen;
     c->hit_cap = cap;
     c->seen_log2 = log2;
+    c->seen_tag = 0;            /* The new set is cleared first. */
     return GPU_OK;
 }
 
@@ -515,8 +372,11 @@ cuda_batch_init(struct gpu_ids_batch *b)
                               c->hit_cap * sizeof *c->d_hits));
     }
     if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_hit_count,
-                              sizeof *c->d_hit_count));
+        error = CK(cudaMalloc((void **) &c->d_items,
+                              c->hit_cap * sizeof *c->d_items));
+    }
+    if (!error) {
+        error = CK(cudaMalloc((void **) &c->d_ctr, N_CTR * sizeof *c->d_ctr));
     }
     for (c->seen_log2 = 10; (1ull << c->seen_log2) < 2 * c->hit_cap;) {
         c->seen_log2++;
@@ -526,14 +386,14 @@ cuda_batch_init(struct gpu_ids_batch *b)
                               sizeof *c->d_seen << c->seen_log2));
     }
     if (!error) {
-        error = CK(cudaMallocHost((void **) &c->h_hit_count,
-                                  sizeof *c->h_hit_count));
+        error = CK(cudaMallocHost((void **) &c->h_ctr,
+                                  N_CTR * sizeof *c->h_ctr));
     }
     if (!error) {
         error = CK(cudaEventCreateWithFlags(&c->done,
                                             cudaEventDisableTiming));
     }
-    for (int i = 0; !error && b->m->cfg.profile && i < 3; i++) {
+    for (int i = 0; !error && b->m->cfg.profile && i < N_PROF; i++) {
         error = CK(cudaEventCreate(&c->prof[i]));
     }
     if (error) {
@@ -549,6 +409,13 @@ cuda_batch_uninit(struct gpu_ids_batch *b)
 {
     cudaSetDevice(cm(b->m)->device);
     batch_free(cb(b));
+}
+
+/* Records profiling event 'i' if profiling. */
+static int
+prof_mark(struct cuda_batch *c, int i, cudaStream_t s)
+{
+    return c->prof[i] ? CK(cudaEventRecord(c->prof[i], s)) : GPU_OK;
 }
 
 static int
@@ -574,8 +441,8 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         }
     }
     if (!error) {
-        error = CK(cudaMemsetAsync(c->d_hit_count, 0,
-                                   sizeof *c->d_hit_count, s));
+        error = CK(cudaMemsetAsync(c->d_ctr, 0, N_CTR * sizeof *c->d_ctr,
+                                   s));
     }
     if (!error) {
         error = CK(cudaMemsetAsync(c->d_keys, 0xff, n * sizeof *c->d_keys,
@@ -596,10 +463,14 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
          && c->launch_seen_log2 < c->seen_log2;) {
         c->launch_seen_log2++;
     }
-    if (!error) {
+    if (!error && seen_next_tag(&c->seen_tag)) {
+        /* The whole set, whatever part of it this launch uses: later
+         * launches may use more. */
         error = CK(cudaMemsetAsync(c->d_seen, 0,
-                                   sizeof *c->d_seen << c->launch_seen_log2,
-                                   s));
+                                   sizeof *c->d_seen << c->seen_log2, s));
+        if (error) {
+            c->seen_tag = 0;    /* Clear at the next launch. */
+        }
     }
     if (!error) {
         error = CK(cudaMemsetAsync(c->d_counts, 0, n * sizeof *c->d_counts,
@@ -621,11 +492,35 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     }
     a.warm = m->dview.max_depth ? m->dview.max_depth - 1 : 0;
     a.hits = c->d_hits;
-    a.hit_count = c->d_hit_count;
+    a.hit_count = &c->d_ctr[CTR_HITS];
     a.hit_cap = c->launch_cap;
-    if (!error && c->prof[0]) {
-        error = CK(cudaEventRecord(c->prof[0], s));
+
+    struct check_args ca;
+    ca.data = c->d_data;
+    ca.offsets = c->d_offsets;
+    ca.base = a.base;
+    ca.hdrs = c->d_hdrs;
+    ca.hits = c->d_hits;
+    ca.hit_count = &c->d_ctr[CTR_HITS];
+    ca.items = c->d_items;
+    ca.item_count = &c->d_ctr[CTR_ITEMS];
+    ca.cap = c->launch_cap;
+    ca.seen.slots = c->d_seen;
+    ca.seen.log2 = c->launch_seen_log2;
+    ca.seen.tag = c->seen_tag;
+    ca.keys = c->d_keys;
+    ca.counts = c->d_counts;
+    ca.rule_counts = m->d_rule_counts;
+
+    /* The check kernels stride over the lists, whose lengths only the
+     * device knows; a batch too small to fill the lists' capacity gets a
+     * smaller grid. */
+    uint32_t check_blocks = (c->launch_cap + THREADS - 1) / THREADS;
+    if (check_blocks > CHECK_BLOCKS) {
+        check_blocks = CHECK_BLOCKS;
     }
+
+    error = prof_mark(c, PROF_SCAN, s);
     if (!error && b->n_bytes) {
         if (b->m->cfg.remap) {
             uint32_t items = (b->n_bytes + a.chunk - 1) / a.chunk;
@@ -638,27 +533,23 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
                                       a);
         }
         error = CK(cudaGetLastError());
-        if (!error && c->prof[1]) {
-            error = CK(cudaEventRecord(c->prof[1], s));
-        }
-        if (!error) {
-            /* The hit count is only known on the device: a fixed grid
-             * strides over it. */
-            uint32_t blocks = (c->launch_cap + THREADS - 1) / THREADS;
-
-            check_kernel<<<blocks < 1024 ? blocks : 1024, THREADS, 0, s>>>(
-                m->dview, c->d_data, c->d_offsets, a.base, c->d_hdrs,
-                c->d_hits, c->d_hit_count, c->launch_cap, c->d_seen,
-                c->launch_seen_log2, c->d_keys,
-                c->d_counts, m->d_rule_counts);
-            error = CK(cudaGetLastError());
-        }
     }
-    if (!error && c->prof[2]) {
-        if (!b->n_bytes) {
-            cudaEventRecord(c->prof[1], s);
-        }
-        error = CK(cudaEventRecord(c->prof[2], s));
+    if (!error) {
+        error = prof_mark(c, PROF_CONFIRM, s);
+    }
+    if (!error && b->n_bytes) {
+        confirm_kernel<<<check_blocks, THREADS, 0, s>>>(m->dview, ca);
+        error = CK(cudaGetLastError());
+    }
+    if (!error) {
+        error = prof_mark(c, PROF_RULES, s);
+    }
+    if (!error && b->n_bytes) {
+        rules_kernel<<<check_blocks, THREADS, 0, s>>>(m->dview, ca);
+        error = CK(cudaGetLastError());
+    }
+    if (!error) {
+        error = prof_mark(c, PROF_END, s);
     }
     if (!error) {
         verdict_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
@@ -670,8 +561,8 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
                                    n * sizeof *b->verdicts,
                                    cudaMemcpyDeviceToHost, s));
         if (!error) {
-            error = CK(cudaMemcpyAsync(c->h_hit_count, c->d_hit_count,
-                                       sizeof *c->h_hit_count,
+            error = CK(cudaMemcpyAsync(c->h_ctr, c->d_ctr,
+                                       N_CTR * sizeof *c->h_ctr,
                                        cudaMemcpyDeviceToHost, s));
         }
     }
@@ -705,22 +596,37 @@ cuda_submit(struct gpu_ids_batch *b, struct gpu_stream *gs, bool again)
     return GPU_OK;
 }
 
+/* Elapsed milliseconds between profiling events 'from' and 'to', or -1
+ * if they cannot be read. */
+static float
+prof_ms(struct cuda_batch *c, int from, int to)
+{
+    float ms;
+
+    return (cudaEventElapsedTime(&ms, c->prof[from], c->prof[to])
+            == cudaSuccess ? ms : -1);
+}
+
 static int
 finish(struct gpu_ids_batch *b, int error)
 {
     struct cuda_batch *c = cb(b);
     uint64_t n_matched = 0;
-    float scan_ms, check_ms;
 
-    if (!error && !c->fallback && c->prof[0]
-        && cudaEventElapsedTime(&scan_ms, c->prof[0], c->prof[1])
-           == cudaSuccess
-        && cudaEventElapsedTime(&check_ms, c->prof[1], c->prof[2])
-           == cudaSuccess) {
-        __atomic_fetch_add(&b->m->scan_ns, (uint64_t) (scan_ms * 1e6),
-                           __ATOMIC_RELAXED);
-        __atomic_fetch_add(&b->m->check_ns, (uint64_t) (check_ms * 1e6),
-                           __ATOMIC_RELAXED);
+    if (!error && !c->fallback && c->prof[0]) {
+        float scan_ms = prof_ms(c, PROF_SCAN, PROF_CONFIRM);
+        float confirm_ms = prof_ms(c, PROF_CONFIRM, PROF_RULES);
+        float check_ms = prof_ms(c, PROF_CONFIRM, PROF_END);
+
+        if (scan_ms >= 0 && confirm_ms >= 0 && check_ms >= 0) {
+            __atomic_fetch_add(&b->m->scan_ns, (uint64_t) (scan_ms * 1e6),
+                               __ATOMIC_RELAXED);
+            __atomic_fetch_add(&b->m->confirm_ns,
+                               (uint64_t) (confirm_ms * 1e6),
+                               __ATOMIC_RELAXED);
+            __atomic_fetch_add(&b->m->check_ns, (uint64_t) (check_ms * 1e6),
+                               __ATOMIC_RELAXED);
+        }
     }
     cudaGetLastError();
 
@@ -731,14 +637,17 @@ finish(struct gpu_ids_batch *b, int error)
         return error;
     }
     if (!error && !c->fallback) {
-        uint64_t per_kb = ((uint64_t) *c->h_hit_count * 1024
-                           + b->n_bytes) / (b->n_bytes + 1);
+        uint32_t found = c->h_ctr[CTR_HITS] > c->h_ctr[CTR_ITEMS]
+                         ? c->h_ctr[CTR_HITS] : c->h_ctr[CTR_ITEMS];
+        uint64_t per_kb = ((uint64_t) found * 1024 + b->n_bytes)
+                          / (b->n_bytes + 1);
         uint32_t decayed = c->hits_per_kb - c->hits_per_kb / 8;
 
         c->hits_per_kb = per_kb > decayed
                          ? (per_kb > UINT32_MAX ? UINT32_MAX : per_kb)
                          : decayed;
-        if (*c->h_hit_count > c->launch_cap) {
+        if (c->h_ctr[CTR_HITS] > c->launch_cap
+            || c->h_ctr[CTR_ITEMS] > c->launch_cap) {
             c->fallback = true;
         }
     }
@@ -749,7 +658,7 @@ finish(struct gpu_ids_batch *b, int error)
     for (size_t i = 0; i < b->n_packets; i++) {
         n_matched += b->verdicts[i].n_matches != 0;
     }
-    gpu_ids_count_batch(b, n_matched, *c->h_hit_count);
+    gpu_ids_count_batch(b, n_matched, c->h_ctr[CTR_HITS]);
     return GPU_OK;
 }
 

@@ -149,22 +149,37 @@ gpu_ids_pattern_at(const struct gpu_ids_tables *t,
     return true;
 }
 
-/* The first start s in [lo, hi_end - len] where pattern 'p' occurs, or
- * -1.  'hi_end' is the end of the window (exclusive). */
-GPU_IDS_HD int32_t
-gpu_ids_find(const struct gpu_ids_tables *t, const struct gpu_ids_dpattern *p,
-             const uint8_t *pkt, uint32_t len, int64_t lo, int64_t hi_end)
+/* The starts that a search of pattern 'p' in a window [lo, hi_end) of a
+ * packet of 'len' bytes may try: [*first, *last], empty if *first >
+ * *last.  Shared by gpu_ids_find() and the CUDA warp search, so that
+ * both look at the same positions. */
+GPU_IDS_HD void
+gpu_ids_find_range(const struct gpu_ids_dpattern *p, uint32_t len,
+                   int64_t lo, int64_t hi_end, int64_t *first,
+                   int64_t *last)
 {
-    int64_t s, last;
-
     if (lo < 0) {
         lo = 0;
     }
     if (hi_end > len) {
         hi_end = len;
     }
-    last = hi_end - (int64_t) p->len;
-    for (s = lo; s <= last; s++) {
+    *first = lo;
+    *last = hi_end - (int64_t) p->len;
+}
+
+/* The first start s in [lo, hi_end - len] where pattern 'p' occurs, or
+ * -1.  'hi_end' is the end of the window (exclusive).  This is the
+ * definition; the CUDA backend searches 32 starts at a time
+ * (ids-kernels.cuh, warp_find()) and returns the same start. */
+GPU_IDS_HD int32_t
+gpu_ids_find(const struct gpu_ids_tables *t, const struct gpu_ids_dpattern *p,
+             const uint8_t *pkt, uint32_t len, int64_t lo, int64_t hi_end)
+{
+    int64_t s, last;
+
+    gpu_ids_find_range(p, len, lo, hi_end, &s, &last);
+    for (; s <= last; s++) {
         if (gpu_ids_pattern_at(t, p, pkt, len, (uint32_t) s)) {
             return (int32_t) s;
         }
@@ -172,7 +187,17 @@ gpu_ids_find(const struct gpu_ids_tables *t, const struct gpu_ids_dpattern *p,
     return -1;
 }
 
-/* True if rule 'r''s contents match 'pkt'.
+/* The content search of a rule (gpu_ids_contents_match()) as a state
+ * machine around its one search primitive, "the first start of this
+ * pattern in this window", so that the CPU (one thread, gpu_ids_find())
+ * and CUDA (one warp, 32 starts at a time) run the very same backtracking
+ * and differ only in how that primitive is computed:
+ *
+ *     gpu_ids_cm_init(&st);
+ *     do {
+ *         p = gpu_ids_cm_window(t, r, len, &st, &lo, &hi);
+ *         res = gpu_ids_cm_next(t, r, &st, FIND(t, p, pkt, len, lo, hi));
+ *     } while (res == GPU_IDS_CM_MORE);
  *
  * Depth-first over the contents in order, each at its earliest position
  * in its window.  When content i finds nothing, a later match of content
@@ -181,60 +206,109 @@ gpu_ids_find(const struct gpu_ids_tables *t, const struct gpu_ids_dpattern *p,
  * match is a subset of the one that failed, so the rule fails at once.
  * The same holds going further back, which keeps the search linear for
  * every rule that is not a chain of within-bounded contents. */
+struct gpu_ids_cm {
+    int32_t pos[GPU_IDS_MAX_CONTENTS];  /* Starts of contents [0, i). */
+    uint32_t i;                         /* The content searched next. */
+    int64_t from;                       /* Its earliest start, after a
+                                         * backtrack; else 0. */
+};
+
+enum {
+    GPU_IDS_CM_FAIL,            /* The rule's contents do not match. */
+    GPU_IDS_CM_MATCH,           /* They do. */
+    GPU_IDS_CM_MORE,            /* Search the next window. */
+};
+
+GPU_IDS_HD void
+gpu_ids_cm_init(struct gpu_ids_cm *st)
+{
+    st->i = 0;
+    st->from = 0;
+}
+
+/* The pattern of the content to search next, and its window [*lo, *hi)
+ * (gpu_ids_find()'s arguments). */
+GPU_IDS_HD const struct gpu_ids_dpattern *
+gpu_ids_cm_window(const struct gpu_ids_tables *t,
+                  const struct gpu_ids_drule *r, uint32_t len,
+                  const struct gpu_ids_cm *st, int64_t *lo, int64_t *hi)
+{
+    const struct gpu_ids_dcontent *c = &t->contents[r->content + st->i];
+
+    if (c->flags & GPU_IDS_C_RELATIVE) {
+        int64_t end = 0;
+
+        if (st->i > 0) {
+            const struct gpu_ids_dcontent *pc = c - 1;
+
+            end = st->pos[st->i - 1]
+                  + (int64_t) t->patterns[pc->pattern].len;
+        }
+        *lo = end + c->a;
+        *hi = c->flags & GPU_IDS_C_BOUNDED ? *lo + c->b : len;
+    } else {
+        *lo = c->a;
+        *hi = c->flags & GPU_IDS_C_BOUNDED ? *lo + c->b : len;
+    }
+    /* The window's end does not move with 'from': a backtrack only skips
+     * the starts already tried. */
+    if (st->from > *lo) {
+        *lo = st->from;
+    }
+    return &t->patterns[c->pattern];
+}
+
+/* Takes 's', the first start of the current content in its window (-1 if
+ * none), and says what comes next. */
+GPU_IDS_HD int
+gpu_ids_cm_next(const struct gpu_ids_tables *t,
+                const struct gpu_ids_drule *r, struct gpu_ids_cm *st,
+                int32_t s)
+{
+    const struct gpu_ids_dcontent *c = &t->contents[r->content + st->i];
+
+    if (s >= 0) {
+        st->pos[st->i] = s;
+        if (++st->i == r->n_contents) {
+            return GPU_IDS_CM_MATCH;
+        }
+        st->from = 0;
+        return GPU_IDS_CM_MORE;
+    }
+    /* Back to the previous content only if this one's window follows it
+     * and is bounded. */
+    if (st->i == 0 || (c->flags & (GPU_IDS_C_RELATIVE | GPU_IDS_C_BOUNDED))
+                      != (GPU_IDS_C_RELATIVE | GPU_IDS_C_BOUNDED)) {
+        return GPU_IDS_CM_FAIL;
+    }
+    st->i--;
+    st->from = (int64_t) st->pos[st->i] + 1;
+    return GPU_IDS_CM_MORE;
+}
+
+/* True if rule 'r''s contents match 'pkt': some choice of positions
+ * satisfies every content (see struct gpu_ids_cm). */
 GPU_IDS_HD bool
 gpu_ids_contents_match(const struct gpu_ids_tables *t,
                        const struct gpu_ids_drule *r, const uint8_t *pkt,
                        uint32_t len)
 {
-    int32_t pos[GPU_IDS_MAX_CONTENTS];
-    uint32_t n = r->n_contents;
-    uint32_t i = 0;
-    int64_t from = 0;
+    struct gpu_ids_cm st;
+    int res;
 
-    if (!n) {
+    if (!r->n_contents) {
         return false;
     }
-    for (;;) {
-        const struct gpu_ids_dcontent *c = &t->contents[r->content + i];
-        const struct gpu_ids_dpattern *p = &t->patterns[c->pattern];
+    gpu_ids_cm_init(&st);
+    do {
+        const struct gpu_ids_dpattern *p;
         int64_t lo, hi;
-        int32_t s;
 
-        if (c->flags & GPU_IDS_C_RELATIVE) {
-            int64_t end = 0;
-
-            if (i > 0) {
-                const struct gpu_ids_dcontent *pc = c - 1;
-
-                end = pos[i - 1] + (int64_t) t->patterns[pc->pattern].len;
-            }
-            lo = end + c->a;
-            hi = c->flags & GPU_IDS_C_BOUNDED ? lo + c->b : len;
-        } else {
-            lo = c->a;
-            hi = c->flags & GPU_IDS_C_BOUNDED ? lo + c->b : len;
-        }
-        if (from > lo) {
-            lo = from;
-        }
-        s = gpu_ids_find(t, p, pkt, len, lo, hi);
-        if (s >= 0) {
-            pos[i] = s;
-            if (++i == n) {
-                return true;
-            }
-            from = 0;
-        } else {
-            /* Back to the previous content only if this one's window
-             * follows it and is bounded. */
-            if (i == 0 || (c->flags & (GPU_IDS_C_RELATIVE | GPU_IDS_C_BOUNDED))
-                          != (GPU_IDS_C_RELATIVE | GPU_IDS_C_BOUNDED)) {
-                return false;
-            }
-            i--;
-            from = (int64_t) pos[i] + 1;
-        }
-    }
+        p = gpu_ids_cm_window(t, r, len, &st, &lo, &hi);
+        res = gpu_ids_cm_next(t, r, &st,
+                              gpu_ids_find(t, p, pkt, len, lo, hi));
+    } while (res == GPU_IDS_CM_MORE);
+    return res == GPU_IDS_CM_MATCH;
 }
 
 GPU_IDS_HD bool

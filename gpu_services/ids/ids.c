@@ -623,6 +623,7 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
     s->n_fallbacks = __atomic_load_n(&m->n_fallbacks, __ATOMIC_RELAXED);
     s->scan_ns = __atomic_load_n(&m->scan_ns, __ATOMIC_RELAXED);
     s->check_ns = __atomic_load_n(&m->check_ns, __ATOMIC_RELAXED);
+    s->confirm_ns = __atomic_load_n(&m->confirm_ns, __ATOMIC_RELAXED);
 }
 
 int
