@@ -337,7 +337,7 @@ main(int argc, char **argv)
     double match_frac = 0.01;
     uint64_t seed = 1;
     int iters = 5, threads = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t chunk = 256;
+    uint32_t chunk = 64;          /* The library's default. */
     size_t min_anchor = 4;
     bool strict = false;
 

@@ -84,7 +84,7 @@ for step in $steps; do
         log "ids-bench exit $?"
         cat "$OUT/bench.log"
         log "chunk size sweep (remap)"
-        for c in 64 128 512; do
+        for c in 128 256 512; do
             timeout 60 "$B/ids-bench" --packets 262144 --iters 3 \
                 --threads 1 --chunk $c 2>&1 | grep -E "remap|command" \
                 | tee -a "$OUT/bench-chunks.log"

@@ -245,7 +245,7 @@ struct gpu_ids_matcher_config {
     /* CUDA: scan fixed-size chunks of the packed batch, one per thread
      * (thread-data remapping), rather than one packet per thread. */
     bool remap;
-    uint32_t chunk_bytes;       /* 0: default (256). */
+    uint32_t chunk_bytes;       /* 0: default (64). */
 
     /* CUDA: time the scan and check kernels of every batch (events on
      * the stream; see gpu_ids_matcher_stats). */
