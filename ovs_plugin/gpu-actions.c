@@ -313,7 +313,8 @@ staging_get(size_t size)
 
 static void
 gpu_actions_execute(enum gpu_service_type type, const char *args,
-                    struct dp_packet_batch *batch, bool may_steal)
+                    struct dp_packet_batch *batch, bool may_steal,
+                    const struct gpu_service_next *next)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     const struct gpu_service_impl *impl = gpu_actions_find(type);
@@ -333,7 +334,7 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         size_t n = dp_packet_batch_size(batch);
         uint64_t start_ns = monotonic_ns();
 
-        impl->execute(args, batch, may_steal);
+        impl->execute(args, batch, may_steal, next);
         gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
         gpu_counter_add(&total_batches, 1);
         gpu_counter_add(&total_packets, n);
@@ -417,11 +418,11 @@ gpu_service_get_totals(struct gpu_service_totals *t)
 }
 
 static void
-gpu_actions_run(void)
+gpu_actions_run(const struct gpu_service_emitter *emitter)
 {
     for (size_t i = 0; i < ARRAY_SIZE(services); i++) {
         if (services[i]->timers_run) {
-            services[i]->timers_run();
+            services[i]->timers_run(emitter);
         }
     }
 }

@@ -89,14 +89,15 @@ struct gpu_service_impl {
 
     /* Optional, instead of 'run': for services that add packets to the
      * flow or hold them back (fec_encode, fec_decode), the datapath batch
-     * itself, with the rules of gpu-service.h's 'execute'.  The executor
-     * then neither parses nor stages. */
+     * itself and the actions that follow ('next', or NULL), with the rules
+     * of gpu-service.h's 'execute'.  The executor then neither parses nor
+     * stages. */
     void (*execute)(const char *args, struct dp_packet_batch *batch,
-                    bool may_steal);
+                    bool may_steal, const struct gpu_service_next *next);
 
-    /* Optional: the service's timers, from gpu-service.h's 'run' and
-     * 'wait' hooks. */
-    void (*timers_run)(void);
+    /* Optional: the service's timers, from gpu-service.h's 'run' (which
+     * may send packets through 'emitter') and 'wait' hooks. */
+    void (*timers_run)(const struct gpu_service_emitter *emitter);
     void (*timers_wait)(void);
 };
 

@@ -53,11 +53,19 @@
  * Packets this service makes (parity, rebuilt packets) go out through the
  * flow's next actions in the batch being processed.  Where the batch is
  * full, or the caller keeps its packets (may_steal false), they wait in
- * the instance and go out with its next batch.  The periodic hook cannot
- * send packets (it has no flow to send them through): it closes timed-out
- * encoder groups (their parity then waits for the next packet) and gives
- * up timed-out decoder groups, so the counters are right even when
- * traffic stops. */
+ * the instance and go out with its next batch.
+ *
+ * The periodic hook runs the timers even when traffic stops: it gives up
+ * timed-out decoder groups, and closes timed-out encoder groups and sends
+ * their parity.  A timer has no batch, so the encoder keeps a copy of the
+ * actions that followed it in its last batch (struct gpu_service_next:
+ * copied only when they change, so a batch pays a compare) and the hook
+ * executes the parity along them through the datapath's emitter, with
+ * whatever else waits (parity beyond a full batch), as if it had come out
+ * of the action.  Where the datapath gave no next actions (the action was
+ * nested in clone, sample or check_pkt_larger) or they belong to another
+ * datapath than the hook's thread, the parity waits for the flow's next
+ * packet, as before, and gpu-fec/show counts it. */
 
 #include <config.h>
 
@@ -72,6 +80,7 @@
 #include "cmap.h"
 #include "dp-packet.h"
 #include "dpif-netdev.h"
+#include "flow.h"
 #include "hash.h"
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/hmap.h"
@@ -167,6 +176,16 @@ struct fec_inst {
     odp_port_t in_port;
     long long int start_us;
 
+    /* Encoder: the actions that followed it in its last batch, if the
+     * datapath said (see gpu_service_next), for the timer to send parity
+     * through. */
+    bool has_next;
+    const void *next_dp;
+    uint8_t *next_actions;
+    size_t next_actions_len;
+    bool next_has_flow;
+    struct flow next_flow;
+
     /* Decoder. */
     struct hmap groups;
     struct ovs_list lru;
@@ -184,6 +203,9 @@ struct fec_inst {
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
     uint64_t n_pending_dropped;
     uint64_t n_errors;
+    uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
+    uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
+                                 * (no next actions). */
 };
 
 static struct cmap instances = CMAP_INITIALIZER;
@@ -574,17 +596,63 @@ fec_encode_close(struct fec_inst *inst, struct fec_out *out)
     inst->group++;
 }
 
+/* Publishes when the timer has work: the open group's timeout, or at once
+ * when packets wait that it can send. */
+static void
+fec_encode_set_deadline(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    long long int deadline = LLONG_MAX;
+
+    if (inst->n_pending && inst->has_next) {
+        deadline = 0;
+    } else if (inst->n) {
+        deadline = inst->start_us + inst->timeout_us;
+    }
+    atomic_store_relaxed(&inst->deadline_us, deadline);
+}
+
+/* Remembers 'next' (NULL if the datapath gave none) as the actions that
+ * follow the encoder.  They rarely change, so they are copied only when
+ * they do. */
+static void
+fec_encode_save_next(struct fec_inst *inst,
+                     const struct gpu_service_next *next)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (!next) {
+        inst->has_next = false;
+        return;
+    }
+    if (inst->has_next && inst->next_dp == next->dp
+        && inst->next_actions_len == next->actions_len
+        && !memcmp(inst->next_actions, next->actions, next->actions_len)
+        && inst->next_has_flow == (next->flow != NULL)
+        && (!next->flow
+            || !memcmp(&inst->next_flow, next->flow, sizeof *next->flow))) {
+        return;
+    }
+    free(inst->next_actions);
+    inst->next_actions = xmemdup(next->actions, next->actions_len);
+    inst->next_actions_len = next->actions_len;
+    inst->next_dp = next->dp;
+    inst->next_has_flow = next->flow != NULL;
+    if (next->flow) {
+        inst->next_flow = *next->flow;
+    }
+    inst->has_next = true;
+}
+
 static void
 fec_encode_expire(struct fec_inst *inst, struct fec_out *out,
                   long long int now)
     OVS_REQUIRES(inst->mutex)
 {
     if (inst->n && now - inst->start_us >= inst->timeout_us) {
+        inst->n_timeouts++;
         fec_encode_close(inst, out);
     }
-    atomic_store_relaxed(&inst->deadline_us,
-                         inst->n ? inst->start_us + inst->timeout_us
-                                 : LLONG_MAX);
+    fec_encode_set_deadline(inst);
 }
 
 static void
@@ -634,9 +702,7 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             fec_encode_close(inst, out);
         }
     }
-    atomic_store_relaxed(&inst->deadline_us,
-                         inst->n ? inst->start_us + inst->timeout_us
-                                 : LLONG_MAX);
+    fec_encode_set_deadline(inst);
 }
 
 /* ------------------------------------------------------------- Decoder. */
@@ -944,7 +1010,8 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
 
 static void
 fec_execute(const char *args, struct dp_packet_batch *batch,
-            bool may_steal, bool encoder)
+            bool may_steal, const struct gpu_service_next *next,
+            bool encoder)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct fec_inst *inst = fec_inst_find(args, encoder);
@@ -962,6 +1029,7 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 
     ovs_mutex_lock(&inst->mutex);
     if (encoder) {
+        fec_encode_save_next(inst, next);
         fec_encode_batch(inst, batch, &out, time_usec());
     } else {
         fec_decode_batch(inst, batch, &out, time_usec());
@@ -977,23 +1045,82 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 
 static void
 fec_encode_execute(const char *args, struct dp_packet_batch *batch,
-                   bool may_steal)
+                   bool may_steal, const struct gpu_service_next *next)
 {
-    fec_execute(args, batch, may_steal, true);
+    fec_execute(args, batch, may_steal, next, true);
 }
 
 static void
 fec_decode_execute(const char *args, struct dp_packet_batch *batch,
-                   bool may_steal)
+                   bool may_steal, const struct gpu_service_next *next)
 {
-    fec_execute(args, batch, may_steal, false);
+    /* A decoder's timer sends nothing: it needs no next actions. */
+    fec_execute(args, batch, may_steal, next, false);
+}
+
+/* The encoder's timer, with 'inst''s mutex held, which it releases: closes
+ * a timed-out group and sends what waits (its parity first of all) along
+ * the saved next actions, if 'emitter' can execute them.  The mutex is
+ * released first, since those actions may lead to this or another
+ * service instance. */
+static void
+fec_encode_timer(struct fec_inst *inst,
+                 const struct gpu_service_emitter *emitter, long long int now)
+    OVS_RELEASES(inst->mutex)
+{
+    bool can_send = inst->has_next && inst->next_dp == emitter->dp;
+    struct gpu_service_next next = { .actions = NULL };
+    struct dp_packet **pkts = NULL;
+    struct flow *flow = NULL;
+    size_t n = 0;
+
+    if (!can_send) {
+        /* Another datapath's actions (this thread cannot run them) are
+         * forgotten, so that packets do not keep the timer due. */
+        inst->has_next = false;
+        if (inst->n && now - inst->start_us >= inst->timeout_us) {
+            inst->n_timeouts_held++;
+        }
+    }
+    fec_encode_expire(inst, NULL, now);
+    if (can_send && inst->n_pending) {
+        n = inst->n_pending;
+        pkts = xmemdup(inst->pending, n * sizeof *pkts);
+        inst->n_pending = 0;
+        inst->n_parity += n;
+        next.dp = inst->next_dp;
+        next.actions = (const struct nlattr *)
+                       xmemdup(inst->next_actions, inst->next_actions_len);
+        next.actions_len = inst->next_actions_len;
+        if (inst->next_has_flow) {
+            flow = xmemdup(&inst->next_flow, sizeof *flow);
+        }
+        next.flow = flow;
+    }
+    fec_encode_set_deadline(inst);
+    ovs_mutex_unlock(&inst->mutex);
+
+    for (size_t i = 0; i < n; i += NETDEV_MAX_BURST) {
+        struct dp_packet_batch batch;
+
+        dp_packet_batch_init(&batch);
+        for (size_t j = i; j < n && j < i + NETDEV_MAX_BURST; j++) {
+            dp_packet_batch_add(&batch, pkts[j]);
+        }
+        emitter->execute(emitter, &batch, &next);
+    }
+    if (pkts) {
+        free(pkts);
+        free(CONST_CAST(struct nlattr *, next.actions));
+        free(flow);
+    }
 }
 
 /* The periodic hook: timeouts, even without traffic.  Runs in every PMD
  * thread and the main thread, so it does nothing until the earliest
  * deadline and never waits for an instance a PMD thread holds. */
 static void
-fec_timers_run(void)
+fec_timers_run(const struct gpu_service_emitter *emitter)
 {
     long long int now = time_usec();
     struct fec_inst *inst;
@@ -1006,12 +1133,11 @@ fec_timers_run(void)
             continue;
         }
         if (inst->encoder) {
-            /* The parity waits for the flow's next packet. */
-            fec_encode_expire(inst, NULL, now);
+            fec_encode_timer(inst, emitter, now);
         } else {
             fec_decode_expire(inst, now);
+            ovs_mutex_unlock(&inst->mutex);
         }
-        ovs_mutex_unlock(&inst->mutex);
     }
 }
 
@@ -1077,6 +1203,10 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       inst->n_pending);
         ds_put_format(s, "  open group: %u of %u packets\n", inst->n,
                       inst->k);
+        ds_put_format(s, "  groups timed out: %"PRIu64"\n",
+                      inst->n_timeouts);
+        ds_put_format(s, "  timed out without next actions: %"PRIu64"\n",
+                      inst->n_timeouts_held);
     } else {
         ds_put_format(s, "  packets passed: %"PRIu64"\n", inst->n_packets);
         ds_put_format(s, "  parity received: %"PRIu64"\n", inst->n_parity);

@@ -688,7 +688,7 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
  * flight and starts the next one once its oldest packet waited long
  * enough, also when traffic has stopped. */
 static void
-ids_timers_run(void)
+ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
 {
     struct ids_gatherer *gt = ids_gatherer_get(false);
 
