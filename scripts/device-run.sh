@@ -137,6 +137,7 @@ switch-bench)
         echo "-- gpu-classifier=$alg"
         scripts/bench-dpcls-switch.sh --classifier $alg \
             --masks "${SWITCH_BENCH_MASKS:-1 8 32 128 512}" \
+            --min-subtables "${SWITCH_BENCH_MIN_SUBTABLES:-0}" \
             --out "$OUT/switch-bench-$alg.txt" 2>&1 | tee -a "$OUT/switch-bench.log"
     done
     ;;
