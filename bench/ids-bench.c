@@ -331,6 +331,34 @@ usage(void)
     return 2;
 }
 
+/* Matches 't' 'passes' times end to end, in batches of 'batch' packets
+ * rotating over the N_SLOTS batches and streams, back to back, and waits
+ * for the last.  Returns false if a submission failed. */
+static bool
+e2e_passes(const struct traffic *t, size_t batch, int passes,
+           struct gpu_ids_batch *b[N_SLOTS], struct gpu_stream *s[N_SLOTS],
+           struct gpu_ids_verdict *v)
+{
+    size_t k = 0;
+
+    for (int pass = 0; pass < passes; pass++) {
+        for (size_t i = 0; i < t->n; i += batch, k++) {
+            size_t n = t->n - i < batch ? t->n - i : batch;
+
+            gpu_ids_wait(b[k % N_SLOTS]);
+            if (gpu_ids_submit(b[k % N_SLOTS], s[k % N_SLOTS], t->data,
+                               t->offsets + i, t->hdrs + i, n, v + i)) {
+                fprintf(stderr, "ids-bench: submit failed\n");
+                return false;
+            }
+        }
+    }
+    for (int j = 0; j < N_SLOTS; j++) {
+        gpu_ids_wait(b[j]);
+    }
+    return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -591,19 +619,8 @@ main(int argc, char **argv)
          * first pass warms up and is checked against the CPU; the timed
          * passes follow one another without draining in between, as
          * traffic would. */
-        size_t k = 0;
-        for (size_t i = 0; i < t.n; i += batch, k++) {
-            size_t n = t.n - i < batch ? t.n - i : batch;
-
-            gpu_ids_wait(b[k % N_SLOTS]);
-            if (gpu_ids_submit(b[k % N_SLOTS], s[k % N_SLOTS], t.data,
-                               t.offsets + i, t.hdrs + i, n, v + i)) {
-                fprintf(stderr, "ids-bench: submit failed\n");
-                return 1;
-            }
-        }
-        for (int j = 0; j < N_SLOTS; j++) {
-            gpu_ids_wait(b[j]);
+        if (!e2e_passes(&t, batch, 1, b, s, v)) {
+            return 1;
         }
         size_t bad = 0;
         for (size_t i = 0; i < t.n; i++) {
@@ -614,21 +631,8 @@ main(int argc, char **argv)
                "CPU backend\n", remap, bad, t.n);
 
         double e2e = now();
-        k = 0;
-        for (int it = 1; it <= iters; it++) {
-            for (size_t i = 0; i < t.n; i += batch, k++) {
-                size_t n = t.n - i < batch ? t.n - i : batch;
-
-                gpu_ids_wait(b[k % N_SLOTS]);
-                if (gpu_ids_submit(b[k % N_SLOTS], s[k % N_SLOTS], t.data,
-                                   t.offsets + i, t.hdrs + i, n, v + i)) {
-                    fprintf(stderr, "ids-bench: submit failed\n");
-                    return 1;
-                }
-            }
-        }
-        for (int j = 0; j < N_SLOTS; j++) {
-            gpu_ids_wait(b[j]);
+        if (!e2e_passes(&t, batch, iters, b, s, v)) {
+            return 1;
         }
         e2e = now() - e2e;
         double e2e_gbps = t.bytes * 8.0 * iters / e2e / 1e9;
