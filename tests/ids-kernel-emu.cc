@@ -39,6 +39,8 @@
  */
 #include <config.h>
 
+#include "tests/test-common.h"
+
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -166,22 +168,19 @@ launch(uint32_t grid, uint32_t threads, uint32_t step, F f)
 
 /* ---- Random numbers. ---- */
 
-static uint64_t rng_state;
+/* The tests' splitmix64 (test-common.h), seeded from the command line. */
+static struct rng rng;
 
 static uint64_t
 rnd()
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return rng_next(&rng);
 }
 
 static uint32_t
 below(uint32_t n)
 {
-    return n ? rnd() % n : 0;
+    return rng_below(&rng, n);
 }
 
 static int failures;
@@ -659,7 +658,7 @@ main(int argc, char **argv)
                          + "/snort-community/community.rules";
 
     printf("seed %" PRIu64 "\n", seed);
-    rng_state = seed;
+    rng.s = seed;
     test_find();
     for (int i = 0; i < 6; i++) {
         test_random(1 + 60 * i, 300);

@@ -36,6 +36,8 @@
  */
 #include <config.h>
 
+#include "tests/test-common.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -123,16 +125,13 @@ launch(uint32_t grid, uint32_t threads, F f)
     }
 }
 
-static uint64_t rng_state;
+/* The tests' splitmix64 (test-common.h), seeded from the command line. */
+static struct rng rng;
 
 static uint64_t
 rnd()
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return rng_next(&rng);
 }
 
 /* mode 0: per packet; 1: grouped by length; 2: segments of 'seg'. */
@@ -288,8 +287,8 @@ main(int argc, char **argv)
     };
     int errors = 0;
 
-    rng_state = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
-    printf("re-kernel-emu: seed %" PRIu64 "\n", rng_state);
+    rng.s = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
+    printf("re-kernel-emu: seed %" PRIu64 "\n", rng.s);
     static const char *modes[] = { "per packet", "grouped", "segments" };
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         for (int mode = 0; mode < 3; mode++) {

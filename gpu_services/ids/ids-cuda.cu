@@ -294,9 +294,9 @@ batch_free(struct cuda_batch *c)
     free(c);
 }
 
-/* Replaces 'c''s hit and work lists and (packet, pattern) set with ones
- * for 'cap' hits.  Only between launches of 'c'; cudaFree() waits for the
- * device, which is rare: a batch grows a few times at most. */
+/* Gives 'c' hit and work lists and a (packet, pattern) set for 'cap' hits,
+ * in place of any it had.  Only between launches of 'c'; cudaFree() waits
+ * for the device, which is rare: a batch grows a few times at most. */
 static int
 grow_hits(struct cuda_batch *c, size_t cap)
 {
@@ -341,10 +341,6 @@ cuda_batch_init(struct gpu_ids_batch *b)
         return GPU_ERR_NOMEM;
     }
     cudaSetDevice(cm(b->m)->device);
-    c->hit_cap = b->max_bytes / HITS_PER_BYTE_DIV;
-    if (c->hit_cap < MIN_HITS) {
-        c->hit_cap = MIN_HITS;
-    }
     /* Payload rounded up to 8 bytes plus 8: the scan reads whole
      * aligned words. */
     error = CK(cudaMalloc((void **) &c->d_data,
@@ -368,22 +364,12 @@ cuda_batch_init(struct gpu_ids_batch *b)
                               np * sizeof *c->d_verdicts));
     }
     if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_hits,
-                              c->hit_cap * sizeof *c->d_hits));
-    }
-    if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_items,
-                              c->hit_cap * sizeof *c->d_items));
+        size_t hit_cap = b->max_bytes / HITS_PER_BYTE_DIV;
+
+        error = grow_hits(c, hit_cap < MIN_HITS ? MIN_HITS : hit_cap);
     }
     if (!error) {
         error = CK(cudaMalloc((void **) &c->d_ctr, N_CTR * sizeof *c->d_ctr));
-    }
-    for (c->seen_log2 = 10; (1ull << c->seen_log2) < 2 * c->hit_cap;) {
-        c->seen_log2++;
-    }
-    if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_seen,
-                              sizeof *c->d_seen << c->seen_log2));
     }
     if (!error) {
         error = CK(cudaMallocHost((void **) &c->h_ctr,
@@ -453,8 +439,8 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
 
     cap = cap < recent ? recent : cap;
     cap = cap < MIN_HITS ? MIN_HITS : cap > MAX_HITS ? MAX_HITS : cap;
-    if (cap > c->hit_cap && grow_hits(c, cap)) {
-        cap = c->hit_cap;       /* No memory: the CPU redoes overflows. */
+    if (cap > c->hit_cap) {
+        grow_hits(c, cap);      /* Without memory the CPU redoes overflows. */
     }
     cap = cap > c->hit_cap ? c->hit_cap : cap;
     c->launch_cap = cap;
