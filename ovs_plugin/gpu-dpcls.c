@@ -63,6 +63,9 @@ static atomic_bool policy_validate = false;
 static atomic_uint policy_algorithm = GPU_CLS_AUTO;
 static atomic_bool policy_cuda = false;
 static atomic_int policy_device = 0;
+static atomic_uint policy_inflight = GPU_DPCLS_INFLIGHT_DEFAULT;
+static atomic_uint policy_hold_us = GPU_DPCLS_MAX_HOLD_US_DEFAULT;
+static atomic_bool policy_by_cost = true;
 
 /* The main thread's copy, for gpu/dpcls-show. */
 static struct gpu_dpcls_policy policy OVS_GUARDED_BY(all_dpcls_mutex);
@@ -111,8 +114,47 @@ struct gpu_dpcls_mask {
     size_t n_rules;
 };
 
+/* Asynchronous lookups (dpcls-provider.h): the keys of one or more
+ * bursts, gathered into one call of the classifier.  A view's slots are
+ * used only by the thread that owns its dpcls. */
+#define GPU_DPCLS_SLOTS 8               /* Calls gathering or in flight. */
+#define GPU_DPCLS_SLOT_BURSTS 16        /* Bursts gathered into one call. */
+#define GPU_DPCLS_SLOT_KEYS (GPU_DPCLS_SLOT_BURSTS * NETDEV_MAX_BURST)
+
+enum gpu_dpcls_slot_state {
+    SLOT_FREE,
+    SLOT_GATHERING,                 /* Taking keys; not submitted yet. */
+    SLOT_IN_FLIGHT,                 /* Submitted to the classifier. */
+    SLOT_DONE,                      /* Answered, or failed ('status'). */
+};
+
+struct gpu_dpcls_slot;
+
+/* One burst's share of a slot: what dpif-netdev holds as its ticket. */
+struct gpu_dpcls_ticket {
+    struct gpu_dpcls_view *view;
+    struct gpu_dpcls_slot *slot;
+    unsigned int offset;            /* First key in the slot. */
+    long long int submit_ns;
+};
+
+struct gpu_dpcls_slot {
+    enum gpu_dpcls_slot_state state;
+    int status;                     /* With SLOT_DONE: GPU_OK or error. */
+    unsigned int n_keys;
+    unsigned int n_tickets;         /* Handed out. */
+    unsigned int n_pending;         /* Handed out and not finished. */
+    long long int gather_ns;        /* When the first key came. */
+    long long int launch_ns;
+    long long int cpu_ns;           /* Spent gathering and submitting. */
+    struct gpu_cls_batch *batch;
+    uint64_t *keys;                 /* Pinned: GPU_DPCLS_SLOT_KEYS keys. */
+    uint32_t *results;              /* Pinned. */
+    struct gpu_dpcls_ticket tickets[GPU_DPCLS_SLOT_BURSTS];
+};
+
 /* A classifier table over a fixed dense key layout, and the buffers one
- * lookup at a time uses. */
+ * synchronous lookup at a time uses. */
 struct gpu_dpcls_view {
     struct flowmap map;             /* Miniflow words in the dense key. */
     unsigned int n_words;           /* flowmap_n_1bits(map). */
@@ -123,7 +165,17 @@ struct gpu_dpcls_view {
     struct ovs_mutex buffers_mutex; /* Guards the three below. */
     uint64_t *keys;                 /* Pinned: NETDEV_MAX_BURST keys. */
     uint32_t *results;              /* Pinned: NETDEV_MAX_BURST results. */
+
+    /* Asynchronous lookups, by the dpcls's owning thread only. */
+    struct gpu_dpcls_slot *slots[GPU_DPCLS_SLOTS];  /* Made on demand. */
+    struct gpu_dpcls_slot *gathering;
+    unsigned int n_in_flight;
 };
+
+/* How long bursts were held (submit to finish), in GPU_DPCLS_HOLD_STEP_US
+ * buckets; the last one takes everything longer. */
+#define GPU_DPCLS_HOLD_BUCKETS 256
+#define GPU_DPCLS_HOLD_STEP_US 2
 
 struct gpu_dpcls_stats {
     atomic_uint64_t gpu_lookups;    /* Keys answered through a view. */
@@ -137,6 +189,26 @@ struct gpu_dpcls_stats {
     atomic_uint64_t mismatches;     /* Validation differences. */
     atomic_uint64_t rebuilds;       /* Views built. */
     atomic_uint64_t busy_ns;        /* Time in submit and wait. */
+
+    /* Asynchronous lookups. */
+    atomic_uint64_t held_bursts;    /* Bursts answered asynchronously. */
+    atomic_uint64_t launches;       /* Classifier calls they made. */
+    atomic_uint64_t launch_keys;    /* Keys in those calls. */
+    atomic_uint64_t hold_max_ns;
+    atomic_uint64_t hold_hist[GPU_DPCLS_HOLD_BUCKETS];
+};
+
+/* What the policy measured and chose for one dpcls ("cost" policy): the
+ * CPU time per key of OVS's own lookup and of the offloaded one (submit
+ * and finish; the device works meanwhile), as moving averages.  Written
+ * only by the thread that owns the dpcls; read racily by gpu/dpcls-show. */
+struct gpu_dpcls_cost {
+    double ovs_ns;                  /* Per key; 0 until measured. */
+    double gpu_ns;                  /* Per key; 0 until measured. */
+    double ovs_subtables;           /* Subtables searched per hit. */
+    bool use_gpu;
+    long long int explore_ns;       /* Next time to try the other path. */
+    long long int explore_end_ns;   /* Trying it until then. */
 };
 
 struct gpu_dpcls {
@@ -157,6 +229,9 @@ struct gpu_dpcls {
     OVSRCU_TYPE(struct gpu_dpcls_view *) view;
 
     struct gpu_dpcls_stats stats;
+    struct gpu_dpcls_cost cost;
+    pthread_t owner;                /* The thread that submits, once known. */
+    bool owner_known;
 };
 
 static struct ovs_list all_dpcls OVS_GUARDED_BY(all_dpcls_mutex)
@@ -221,9 +296,29 @@ gpu_dpcls_view_get(const struct gpu_dpcls *gd)
 }
 
 static void
+gpu_dpcls_slot_destroy(struct gpu_dpcls_slot *slot)
+{
+    if (slot) {
+        if (slot->state == SLOT_IN_FLIGHT) {
+            /* Its thread quiesced with a call out: cannot happen, since
+             * dpif-netdev finishes every ticket first, but never free what
+             * the device may still write. */
+            gpu_cls_wait(slot->batch);
+        }
+        gpu_cls_batch_destroy(slot->batch);
+        gpu_host_free(slot->keys);
+        gpu_host_free(slot->results);
+        free(slot);
+    }
+}
+
+static void
 gpu_dpcls_view_destroy(struct gpu_dpcls_view *view)
 {
     if (view) {
+        for (size_t i = 0; i < GPU_DPCLS_SLOTS; i++) {
+            gpu_dpcls_slot_destroy(view->slots[i]);
+        }
         gpu_cls_batch_destroy(view->batch);
         gpu_cls_destroy(view->table);
         gpu_host_free(view->keys);
@@ -573,26 +668,106 @@ gpu_dpcls_validate(struct gpu_dpcls *gd, struct dpcls *cls,
     }
 }
 
-static int
-gpu_dpcls_lookup(void *aux, struct dpcls *cls,
-                 const struct netdev_flow_key *keys[],
-                 struct dpcls_rule **rules, size_t cnt, int *num_lookups_p)
+static bool
+gpu_dpcls_is_owner(struct gpu_dpcls *gd)
 {
-    struct gpu_dpcls *gd = aux;
+    return gd->owner_known && pthread_equal(gd->owner, pthread_self());
+}
+
+/* Folds 'ns' for 'n_keys' keys into the moving average '*avg': a sample
+ * from exploring the other path weighs more, since they are rare. */
+static void
+gpu_dpcls_cost_add(double *avg, long long int ns, size_t n_keys,
+                   bool exploring)
+{
+    double sample = (double) ns / n_keys;
+
+    *avg = *avg ? *avg + (sample - *avg) / (exploring ? 4 : 32) : sample;
+}
+
+/* Until the offloaded path is measured, it is assumed to cost this much
+ * CPU time per key: about what the measured path costs on the H100 and
+ * on the CPU backend (docs/PERFORMANCE.md), so that a dpcls whose lookups
+ * cost more than that tries the offload. */
+#define GPU_DPCLS_GPU_NS_PRIOR 60.0
+
+/* How often and how long the "cost" policy tries the path it did not
+ * choose, to keep both measurements current: a dpcls's masks, its
+ * subtable ranking and the device's load all change. */
+#define GPU_DPCLS_EXPLORE_EVERY_NS (200 * 1000 * 1000LL)
+#define GPU_DPCLS_EXPLORE_FOR_NS (1000 * 1000LL)
+
+static void
+gpu_dpcls_cost_decide(struct gpu_dpcls_cost *c)
+{
+    double gpu_ns = c->gpu_ns ? c->gpu_ns : GPU_DPCLS_GPU_NS_PRIOR;
+
+    if (!c->ovs_ns) {
+        c->use_gpu = false;
+    } else if (c->use_gpu) {
+        c->use_gpu = gpu_ns <= c->ovs_ns;
+    } else {
+        /* A margin, so that near the break-even point the choice does not
+         * flip on every measurement. */
+        c->use_gpu = gpu_ns < c->ovs_ns * 0.9;
+    }
+}
+
+/* Whether the next lookup of 'gd' should be offloaded, by the policy. */
+static bool
+gpu_dpcls_choose(struct gpu_dpcls *gd, bool *exploring)
+{
+    struct gpu_dpcls_cost *c = &gd->cost;
+    bool by_cost;
+
+    *exploring = false;
+    atomic_read_relaxed(&policy_by_cost, &by_cost);
+    if (!by_cost) {
+        return true;
+    }
+    if (!gpu_dpcls_is_owner(gd)) {
+        return c->use_gpu;
+    }
+
+    long long int now = monotonic_nsec();
+    if (now >= c->explore_ns) {
+        c->explore_end_ns = now + GPU_DPCLS_EXPLORE_FOR_NS;
+        c->explore_ns = now + GPU_DPCLS_EXPLORE_EVERY_NS;
+    }
+    if (now < c->explore_end_ns && c->ovs_ns) {
+        *exploring = true;
+        return !c->use_gpu;
+    }
+    return c->use_gpu;
+}
+
+/* Returned by gpu_dpcls_ready_view() when a table could not be built. */
+static struct gpu_dpcls_view failed_view;
+
+/* Returns the view that should answer a lookup of 'cnt' keys of 'gd', or
+ * NULL if OVS's own lookup should by the policy (counted, unless
+ * 'uncounted': a declined asynchronous lookup is asked again
+ * synchronously), or &failed_view if OVS's own lookup must answer because
+ * the table could not be built (counted). */
+static struct gpu_dpcls_view *
+gpu_dpcls_ready_view(struct gpu_dpcls *gd, size_t cnt, bool uncounted,
+                     bool *exploring)
+{
     struct gpu_dpcls_view *view;
     unsigned int min_subtables;
-    bool offload, validate;
-    size_t i;
+    bool offload;
 
+    *exploring = false;
     atomic_read_relaxed(&policy_offload, &offload);
     atomic_read_relaxed(&policy_min_subtables, &min_subtables);
     if (!offload) {
-        return -1;
+        return NULL;
     }
     if (atomic_count_get(&gd->n_masks) < min_subtables
-        || !atomic_count_get(&gd->n_rules)) {
-        stat_add(&gd->stats.cpu_lookups, cnt);
-        return -1;
+        || !atomic_count_get(&gd->n_rules)
+        || !gpu_dpcls_choose(gd, exploring)) {
+        stat_add(&gd->stats.cpu_lookups, uncounted ? 0 : cnt);
+        return NULL;
     }
 
     view = gpu_dpcls_view_get(gd);
@@ -608,8 +783,8 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
              * flow table's mutex) for as long as that takes.  Only
              * builds touch the device this way, and a device change bumps
              * 'backend_seq', so every view made for it is built here. */
-            stat_add(&gd->stats.cpu_lookups, cnt);
-            return -1;
+            stat_add(&gd->stats.cpu_lookups, uncounted ? 0 : cnt);
+            return NULL;
         }
         ovs_mutex_lock(&gd->mutex);
         view = gpu_dpcls_view_get(gd);
@@ -619,9 +794,122 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
         }
         ovs_mutex_unlock(&gd->mutex);
         if (!view) {
+            /* Counted even if 'uncounted': the caller must not ask again
+             * (a second build would fail or stall the same way). */
             stat_add(&gd->stats.fallbacks, cnt);
-            return -1;
+            *exploring = false;
+            return &failed_view;
         }
+    }
+    return view;
+}
+
+static void
+gpu_dpcls_device_error(struct gpu_dpcls *gd, int error, size_t cnt)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
+
+    VLOG_WARN_RL(&rl, "pmd %u in_port %"PRIu32": lookup failed (%s); "
+                 "OVS's own lookup answers", gd->core_id,
+                 odp_to_u32(gd->in_port), gpu_status_string(error));
+    stat_add(&gd->stats.device_errors, 1);
+    stat_add(&gd->stats.fallbacks, cnt);
+}
+
+/* Turns the classifier's 'results' for 'keys' into rules, each confirmed
+ * by one masked compare (OVS answers a key whose rule is gone or does not
+ * match), and validates them if asked.  Returns the number found. */
+static size_t
+gpu_dpcls_answer(struct gpu_dpcls *gd, struct dpcls *cls,
+                 const struct netdev_flow_key *keys[],
+                 const uint32_t *results, struct dpcls_rule **rules,
+                 size_t cnt)
+{
+    size_t found = 0;
+    bool validate;
+    size_t i;
+
+    for (i = 0; i < cnt; i++) {
+        uint32_t handle = results[i];
+        const struct dpcls_rule *rule = NULL;
+
+        if (handle != GPU_CLS_NO_MATCH) {
+            rule = gpu_dpcls_handle_to_rule(gd, handle);
+            if (!rule || !dpcls_rule_matches_key(rule, keys[i])) {
+                /* Removed since, or wrong: ask OVS for this key. */
+                stat_add(&gd->stats.confirm_fails, 1);
+                stat_add(&gd->stats.fallbacks, 1);
+                dpcls_lookup_ovs(cls, &keys[i], &rules[i], 1, NULL);
+                found += rules[i] != NULL;
+                continue;
+            }
+        }
+        rules[i] = CONST_CAST(struct dpcls_rule *, rule);
+        found += rule != NULL;
+    }
+    stat_add(&gd->stats.gpu_lookups, cnt);
+    stat_add(&gd->stats.batches, 1);
+
+    atomic_read_relaxed(&policy_validate, &validate);
+    if (validate) {
+        gpu_dpcls_validate(gd, cls, keys, rules, cnt);
+    }
+    return found;
+}
+
+/* OVS's own lookup, timed for the "cost" policy when the owning thread
+ * runs it. */
+static int
+gpu_dpcls_lookup_ovs_measured(struct gpu_dpcls *gd, struct dpcls *cls,
+                              const struct netdev_flow_key *keys[],
+                              struct dpcls_rule **rules, size_t cnt,
+                              int *num_lookups_p, bool exploring)
+{
+    int n_lookups = 0;
+
+    long long int start = monotonic_nsec();
+    bool all = dpcls_lookup_ovs(cls, keys, rules, cnt, &n_lookups);
+    long long int ns = monotonic_nsec() - start;
+
+    size_t hits = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        hits += rules[i] != NULL;
+    }
+    gpu_dpcls_cost_add(&gd->cost.ovs_ns, ns, cnt, exploring);
+    if (hits) {
+        gpu_dpcls_cost_add(&gd->cost.ovs_subtables, n_lookups, hits,
+                           exploring);
+    }
+    gpu_dpcls_cost_decide(&gd->cost);
+    if (num_lookups_p) {
+        *num_lookups_p = n_lookups;
+    }
+    return all;
+}
+
+static int
+gpu_dpcls_lookup(void *aux, struct dpcls *cls,
+                 const struct netdev_flow_key *keys[],
+                 struct dpcls_rule **rules, size_t cnt, int *num_lookups_p)
+{
+    struct gpu_dpcls *gd = aux;
+    struct gpu_dpcls_view *view;
+    bool exploring;
+    size_t i;
+
+    view = gpu_dpcls_ready_view(gd, cnt, false, &exploring);
+    if (view == &failed_view) {
+        return -1;
+    } else if (!view) {
+        bool offload, by_cost;
+
+        atomic_read_relaxed(&policy_offload, &offload);
+        atomic_read_relaxed(&policy_by_cost, &by_cost);
+        if (offload && by_cost && gpu_dpcls_is_owner(gd)) {
+            return gpu_dpcls_lookup_ovs_measured(gd, cls, keys, rules, cnt,
+                                                 num_lookups_p, exploring);
+        }
+        return -1;
     }
 
     if (ovs_mutex_trylock(&view->buffers_mutex)) {
@@ -646,43 +934,13 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
     stat_add(&gd->stats.busy_ns, monotonic_nsec() - start);
     if (error) {
         ovs_mutex_unlock(&view->buffers_mutex);
-        static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
-        VLOG_WARN_RL(&rl, "pmd %u in_port %"PRIu32": lookup failed (%s); "
-                     "OVS's own lookup answers", gd->core_id,
-                     odp_to_u32(gd->in_port), gpu_status_string(error));
-        stat_add(&gd->stats.device_errors, 1);
-        stat_add(&gd->stats.fallbacks, cnt);
+        gpu_dpcls_device_error(gd, error, cnt);
         return -1;
     }
 
-    int found = 0;
-    for (i = 0; i < cnt; i++) {
-        uint32_t handle = view->results[i];
-        const struct dpcls_rule *rule = NULL;
-
-        if (handle != GPU_CLS_NO_MATCH) {
-            rule = gpu_dpcls_handle_to_rule(gd, handle);
-            if (!rule || !dpcls_rule_matches_key(rule, keys[i])) {
-                /* Removed since, or wrong: ask OVS for this key. */
-                stat_add(&gd->stats.confirm_fails, 1);
-                stat_add(&gd->stats.fallbacks, 1);
-                dpcls_lookup_ovs(cls, &keys[i], &rules[i], 1, NULL);
-                found += rules[i] != NULL;
-                continue;
-            }
-        }
-        rules[i] = CONST_CAST(struct dpcls_rule *, rule);
-        found += rule != NULL;
-    }
+    size_t found = gpu_dpcls_answer(gd, cls, keys, view->results, rules,
+                                    cnt);
     ovs_mutex_unlock(&view->buffers_mutex);
-
-    stat_add(&gd->stats.gpu_lookups, cnt);
-    stat_add(&gd->stats.batches, 1);
-
-    atomic_read_relaxed(&policy_validate, &validate);
-    if (validate) {
-        gpu_dpcls_validate(gd, cls, keys, rules, cnt);
-    }
 
     /* Each found key took one (batched) lookup, as if it had matched in
      * the first subtable. */
@@ -692,6 +950,275 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
     return found == cnt;
 }
 
+/* Returns a free slot of 'view' (made if need be), or NULL if all are in
+ * use. */
+static struct gpu_dpcls_slot *
+gpu_dpcls_slot_get(struct gpu_dpcls_view *view)
+{
+    size_t i;
+
+    for (i = 0; i < GPU_DPCLS_SLOTS; i++) {
+        struct gpu_dpcls_slot *slot = view->slots[i];
+
+        if (!slot) {
+            slot = xzalloc(sizeof *slot);
+            slot->keys = gpu_host_alloc(GPU_DPCLS_SLOT_KEYS * view->n_words
+                                        * sizeof *slot->keys);
+            slot->results = gpu_host_alloc(GPU_DPCLS_SLOT_KEYS
+                                           * sizeof *slot->results);
+            if (!slot->keys || !slot->results
+                || gpu_cls_batch_create(view->table, GPU_DPCLS_SLOT_KEYS,
+                                        &slot->batch)) {
+                gpu_dpcls_slot_destroy(slot);
+                return NULL;
+            }
+            view->slots[i] = slot;
+            return slot;
+        }
+        if (slot->state == SLOT_FREE) {
+            return slot;
+        }
+    }
+    return NULL;
+}
+
+/* Submits the keys 'slot' gathered. */
+static void
+gpu_dpcls_slot_launch(struct gpu_dpcls *gd, struct gpu_dpcls_view *view,
+                      struct gpu_dpcls_slot *slot, long long int now)
+{
+    int error;
+
+    if (view->gathering == slot) {
+        view->gathering = NULL;
+    }
+    now = monotonic_nsec();
+    error = gpu_cls_submit(slot->batch, NULL, slot->keys, slot->n_keys,
+                           view->n_words, slot->results);
+    if (!error && gpu_dpcls_fault_take(&fault_lookups)) {
+        /* The call went out; its answers will be thrown away. */
+        gpu_cls_wait(slot->batch);
+        error = GPU_ERR_DEVICE;
+    }
+    slot->launch_ns = now;
+    slot->cpu_ns += monotonic_nsec() - now;
+    stat_add(&gd->stats.launches, 1);
+    stat_add(&gd->stats.launch_keys, slot->n_keys);
+    if (error) {
+        slot->state = SLOT_DONE;
+        slot->status = error;
+    } else {
+        slot->state = SLOT_IN_FLIGHT;
+        view->n_in_flight++;
+    }
+}
+
+/* Whether the gathering 'slot' should go now: when it is full, when no
+ * more than the policy's calls are in flight (so that the device is never
+ * idle while keys wait), or when its first burst has waited the longest
+ * the policy allows. */
+static bool
+gpu_dpcls_slot_should_launch(const struct gpu_dpcls_view *view,
+                             const struct gpu_dpcls_slot *slot,
+                             long long int now)
+{
+    unsigned int inflight, hold_us;
+
+    atomic_read_relaxed(&policy_inflight, &inflight);
+    atomic_read_relaxed(&policy_hold_us, &hold_us);
+    return (!hold_us
+            || view->n_in_flight < inflight
+            || slot->n_tickets == GPU_DPCLS_SLOT_BURSTS
+            || slot->n_keys + NETDEV_MAX_BURST > GPU_DPCLS_SLOT_KEYS
+            || now - slot->gather_ns >= hold_us * 1000LL);
+}
+
+/* A ticket that sends its burst to OVS's own lookup, already counted. */
+static struct gpu_dpcls_ticket fallback_ticket;
+
+static void *
+gpu_dpcls_lookup_submit(void *aux, struct dpcls *cls OVS_UNUSED,
+                        const struct netdev_flow_key *keys[], size_t cnt)
+{
+    struct gpu_dpcls *gd = aux;
+    struct gpu_dpcls_view *view;
+    struct gpu_dpcls_slot *slot;
+    unsigned int inflight;
+    bool exploring;
+    size_t i;
+
+    if (!gd->owner_known) {
+        gd->owner = pthread_self();
+        gd->owner_known = true;
+    }
+    atomic_read_relaxed(&policy_inflight, &inflight);
+    if (!inflight) {
+        return NULL;
+    }
+    view = gpu_dpcls_ready_view(gd, cnt, true, &exploring);
+    if (view == &failed_view) {
+        /* Counted: have dpif-netdev go to OVS's lookup at once. */
+        return &fallback_ticket;
+    } else if (!view) {
+        return NULL;
+    }
+
+    long long int start = monotonic_nsec();
+    slot = view->gathering;
+    if (slot && (slot->n_tickets == GPU_DPCLS_SLOT_BURSTS
+                 || slot->n_keys + cnt > GPU_DPCLS_SLOT_KEYS)) {
+        gpu_dpcls_slot_launch(gd, view, slot, start);
+        slot = NULL;
+    }
+    if (!slot) {
+        slot = gpu_dpcls_slot_get(view);
+        if (!slot) {
+            /* Every slot is out: OVS's lookup or a synchronous one
+             * answers this burst when its turn comes. */
+            return NULL;
+        }
+        slot->state = SLOT_GATHERING;
+        slot->n_keys = slot->n_tickets = slot->n_pending = 0;
+        slot->cpu_ns = 0;
+        slot->gather_ns = start;
+        view->gathering = slot;
+    }
+
+    struct gpu_dpcls_ticket *ticket = &slot->tickets[slot->n_tickets++];
+    ticket->view = view;
+    ticket->slot = slot;
+    ticket->offset = slot->n_keys;
+    ticket->submit_ns = start;
+    slot->n_pending++;
+    for (i = 0; i < cnt; i++) {
+        gpu_dpcls_flatten(&keys[i]->mf, &view->map,
+                          &slot->keys[(slot->n_keys + i) * view->n_words]);
+    }
+    slot->n_keys += cnt;
+    slot->cpu_ns += monotonic_nsec() - start;
+
+    if (gpu_dpcls_slot_should_launch(view, slot, start)) {
+        gpu_dpcls_slot_launch(gd, view, slot, start);
+    }
+    stat_add(&gd->stats.busy_ns, monotonic_nsec() - start);
+    return ticket;
+}
+
+static bool
+gpu_dpcls_lookup_poll(void *aux, void *ticket_, bool wait)
+{
+    struct gpu_dpcls_ticket *ticket = ticket_;
+    struct gpu_dpcls_view *view = ticket->view;
+    struct gpu_dpcls_slot *slot = ticket->slot;
+    struct gpu_dpcls *gd = aux;
+
+    if (ticket == &fallback_ticket) {
+        return true;
+    }
+    if (slot->state == SLOT_GATHERING) {
+        long long int now = monotonic_nsec();
+
+        if (!wait && !gpu_dpcls_slot_should_launch(view, slot, now)) {
+            return false;
+        }
+        gpu_dpcls_slot_launch(gd, view, slot, now);
+    }
+    if (slot->state == SLOT_IN_FLIGHT) {
+        int status = wait ? gpu_cls_wait(slot->batch)
+                          : gpu_cls_poll(slot->batch);
+        if (status == GPU_ERR_BUSY) {
+            return false;
+        }
+        slot->state = SLOT_DONE;
+        slot->status = status;
+        view->n_in_flight--;
+
+        /* The device has room again: send what gathered meanwhile. */
+        if (view->gathering
+            && gpu_dpcls_slot_should_launch(view, view->gathering,
+                                            monotonic_nsec())) {
+            gpu_dpcls_slot_launch(gd, view, view->gathering,
+                                  monotonic_nsec());
+        }
+    }
+    return true;
+}
+
+static void
+gpu_dpcls_hold_record(struct gpu_dpcls *gd, long long int ns)
+{
+    uint64_t us = ns > 0 ? ns / 1000 : 0;
+    uint64_t bucket = us / GPU_DPCLS_HOLD_STEP_US;
+    uint64_t max;
+
+    stat_add(&gd->stats.hold_hist[MIN(bucket, GPU_DPCLS_HOLD_BUCKETS - 1)],
+             1);
+    atomic_read_relaxed(&gd->stats.hold_max_ns, &max);
+    if (ns > max) {
+        atomic_store_relaxed(&gd->stats.hold_max_ns, ns);
+    }
+}
+
+static int
+gpu_dpcls_lookup_finish(void *aux, struct dpcls *cls, void *ticket_,
+                        const struct netdev_flow_key *keys[],
+                        struct dpcls_rule **rules, size_t cnt,
+                        int *num_lookups_p)
+{
+    struct gpu_dpcls_ticket *ticket = ticket_;
+    struct gpu_dpcls_slot *slot = ticket->slot;
+    struct gpu_dpcls *gd = aux;
+    int retval;
+
+    if (ticket == &fallback_ticket) {
+        return -1;
+    }
+    ovs_assert(slot->state == SLOT_DONE);
+    long long int start = monotonic_nsec();
+    if (slot->status) {
+        if (!--slot->n_pending) {
+            slot->state = SLOT_FREE;
+        }
+        /* Counted once per call, not per burst: the first to see it. */
+        if (slot->status != GPU_ERR_INVALID) {
+            gpu_dpcls_device_error(gd, slot->status, cnt);
+            slot->status = GPU_ERR_INVALID;
+        } else {
+            stat_add(&gd->stats.fallbacks, cnt);
+        }
+        gpu_dpcls_hold_record(gd, start - ticket->submit_ns);
+        return -1;
+    }
+
+    size_t found = gpu_dpcls_answer(gd, cls, keys,
+                                    &slot->results[ticket->offset], rules,
+                                    cnt);
+    if (!--slot->n_pending) {
+        slot->state = SLOT_FREE;
+    }
+    if (num_lookups_p) {
+        *num_lookups_p = found;
+    }
+    retval = found == cnt;
+
+    long long int end = monotonic_nsec();
+    stat_add(&gd->stats.held_bursts, 1);
+    gpu_dpcls_hold_record(gd, end - ticket->submit_ns);
+
+    /* The CPU time this burst cost the offloaded path: its share of the
+     * submit (flattening its keys, and the call) and of this. */
+    bool by_cost;
+    atomic_read_relaxed(&policy_by_cost, &by_cost);
+    if (by_cost) {
+        long long int share = slot->cpu_ns * cnt / MAX(slot->n_keys, 1);
+
+        gpu_dpcls_cost_add(&gd->cost.gpu_ns, end - start + share, cnt,
+                           false);
+        gpu_dpcls_cost_decide(&gd->cost);
+    }
+    return retval;
+}
+
 static const struct dpcls_provider gpu_dpcls_provider = {
     .name = "ovs-gpu",
     .created = gpu_dpcls_created,
@@ -699,6 +1226,9 @@ static const struct dpcls_provider gpu_dpcls_provider = {
     .rule_inserted = gpu_dpcls_rule_inserted,
     .rule_removed = gpu_dpcls_rule_removed,
     .lookup = gpu_dpcls_lookup,
+    .lookup_submit = gpu_dpcls_lookup_submit,
+    .lookup_poll = gpu_dpcls_lookup_poll,
+    .lookup_finish = gpu_dpcls_lookup_finish,
 };
 
 /* Changes the policy.  Called from the main thread. */
@@ -732,8 +1262,38 @@ gpu_dpcls_set_policy(const struct gpu_dpcls_policy *new)
     ovs_mutex_unlock(&all_dpcls_mutex);
 
     atomic_store_relaxed(&policy_min_subtables, new->min_subtables);
+    atomic_store_relaxed(&policy_by_cost, new->by_cost);
+    atomic_store_relaxed(&policy_inflight, new->inflight);
+    atomic_store_relaxed(&policy_hold_us, new->max_hold_us);
     atomic_store_relaxed(&policy_validate, new->validate);
     atomic_store_relaxed(&policy_offload, new->offload);
+}
+
+/* The bucket of the 'p'-th fraction of 'total' hold times in 'counts'. */
+static size_t
+gpu_dpcls_percentile(const uint64_t *counts, uint64_t total, double p)
+{
+    uint64_t want = total * p, seen = 0;
+    size_t i;
+
+    for (i = 0; i < GPU_DPCLS_HOLD_BUCKETS - 1; i++) {
+        seen += counts[i];
+        if (seen > want) {
+            break;
+        }
+    }
+    return i;
+}
+
+/* The upper bound of that bucket, in microseconds. */
+static unsigned int
+gpu_dpcls_percentile_us(const uint64_t *counts, uint64_t total, double p)
+{
+    size_t bucket = gpu_dpcls_percentile(counts, total, p);
+
+    return bucket + 1 == GPU_DPCLS_HOLD_BUCKETS
+           ? bucket * GPU_DPCLS_HOLD_STEP_US
+           : (bucket + 1) * GPU_DPCLS_HOLD_STEP_US;
 }
 
 static void
@@ -786,6 +1346,49 @@ gpu_dpcls_format(struct ds *s, struct gpu_dpcls *gd)
     ds_put_format(s, "  validation mismatches: %"PRIu64"\n",
                   stat_get(&st->mismatches));
     ds_put_format(s, "  table builds: %"PRIu64"\n", stat_get(&st->rebuilds));
+
+    uint64_t held = stat_get(&st->held_bursts);
+    uint64_t launches = stat_get(&st->launches);
+    ds_put_format(s, "  held bursts: %"PRIu64", classifier calls: %"PRIu64
+                  " (%.1f keys per call)\n", held, launches,
+                  launches ? (double) stat_get(&st->launch_keys) / launches
+                           : 0.0);
+    if (held) {
+        uint64_t counts[GPU_DPCLS_HOLD_BUCKETS], total = 0;
+        size_t i;
+
+        for (i = 0; i < GPU_DPCLS_HOLD_BUCKETS; i++) {
+            counts[i] = stat_get(&st->hold_hist[i]);
+            total += counts[i];
+        }
+        ds_put_format(s, "  hold time (us): p50 %s%u, p99 %s%u, max %.1f\n",
+                      gpu_dpcls_percentile(counts, total, 0.50) + 1
+                      == GPU_DPCLS_HOLD_BUCKETS ? ">" : "<",
+                      gpu_dpcls_percentile_us(counts, total, 0.50),
+                      gpu_dpcls_percentile(counts, total, 0.99) + 1
+                      == GPU_DPCLS_HOLD_BUCKETS ? ">" : "<",
+                      gpu_dpcls_percentile_us(counts, total, 0.99),
+                      stat_get(&st->hold_max_ns) / 1e3);
+    }
+
+    struct gpu_dpcls_cost cost = gd->cost;
+    if (policy.by_cost) {
+        ds_put_format(s, "  policy: %s", cost.use_gpu ? "offload" : "ovs");
+        if (atomic_count_get(&gd->n_masks) < policy.min_subtables) {
+            ds_put_format(s, " (fewer than %u subtables)\n",
+                          policy.min_subtables);
+        } else if (!cost.ovs_ns) {
+            ds_put_cstr(s, " (OVS's lookup not measured yet)\n");
+        } else {
+            ds_put_format(s, " (per key: OVS's lookup %.0f ns, %.2f "
+                          "subtables per hit; offload %.0f ns%s)\n",
+                          cost.ovs_ns, cost.ovs_subtables,
+                          cost.gpu_ns ? cost.gpu_ns : GPU_DPCLS_GPU_NS_PRIOR,
+                          cost.gpu_ns ? "" : " assumed, not measured yet");
+        }
+    } else {
+        ds_put_cstr(s, "  policy: offload (gpu-dpcls-policy=always)\n");
+    }
 }
 
 static void
@@ -810,6 +1413,10 @@ gpu_dpcls_show_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
                   gpu_cls_algorithm_name(policy.algorithm),
                   policy.validate ? "true" : "false",
                   policy.cuda ? "cuda" : "cpu");
+    ds_put_format(&s, "policy: %s, calls in flight: %u%s, max hold: %u us\n",
+                  policy.by_cost ? "cost" : "always", policy.inflight,
+                  policy.inflight ? "" : " (synchronous)",
+                  policy.max_hold_us);
     LIST_FOR_EACH (gd, list_node, &all_dpcls) {
         if (!filter || gd->core_id == core_id) {
             gpu_dpcls_format(&s, gd);
@@ -818,6 +1425,42 @@ gpu_dpcls_show_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
     ovs_mutex_unlock(&all_dpcls_mutex);
     unixctl_command_reply(conn, ds_cstr(&s));
     ds_destroy(&s);
+}
+
+/* "gpu/dpcls-stats-clear": zeroes every dpcls's counters, as
+ * dpif-netdev/pmd-stats-clear does for the PMDs', so that a measurement
+ * can read its own interval.  The totals for gpu/show keep counting. */
+static void
+gpu_dpcls_stats_clear_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
+                          const char *argv[] OVS_UNUSED,
+                          void *aux OVS_UNUSED)
+{
+    struct gpu_dpcls *gd;
+
+    ovs_mutex_lock(&all_dpcls_mutex);
+    LIST_FOR_EACH (gd, list_node, &all_dpcls) {
+        struct gpu_dpcls_stats *st = &gd->stats;
+        atomic_uint64_t *plain[] = {
+            &st->cpu_lookups, &st->batches, &st->fallbacks,
+            &st->device_errors, &st->confirm_fails, &st->rebuilds,
+            &st->busy_ns, &st->held_bursts, &st->launches,
+            &st->launch_keys, &st->hold_max_ns,
+        };
+
+        /* 'gpu_lookups' and 'mismatches' feed gpu_dpcls_totals(). */
+        retired_gpu_lookups += stat_get(&st->gpu_lookups);
+        retired_mismatches += stat_get(&st->mismatches);
+        atomic_store_relaxed(&st->gpu_lookups, 0);
+        atomic_store_relaxed(&st->mismatches, 0);
+        for (size_t i = 0; i < ARRAY_SIZE(plain); i++) {
+            atomic_store_relaxed(plain[i], 0);
+        }
+        for (size_t i = 0; i < GPU_DPCLS_HOLD_BUCKETS; i++) {
+            atomic_store_relaxed(&st->hold_hist[i], 0);
+        }
+    }
+    ovs_mutex_unlock(&all_dpcls_mutex);
+    unixctl_command_reply(conn, NULL);
 }
 
 void
@@ -873,6 +1516,8 @@ gpu_dpcls_init(void)
 {
     unixctl_command_register("gpu/dpcls-show", "[core_id]", 0, 1,
                              gpu_dpcls_show_cmd, NULL);
+    unixctl_command_register("gpu/dpcls-stats-clear", "", 0, 0,
+                             gpu_dpcls_stats_clear_cmd, NULL);
     unixctl_command_register("gpu/inject-fault", "dpcls|dpcls-nomem N", 2, 2,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }

@@ -18,13 +18,27 @@ struct gpu_dpcls_policy {
     bool validate;              /* other_config:gpu-validate. */
     bool cuda;                  /* Use the CUDA backend (else the CPU). */
     int device;                 /* CUDA device, if 'cuda'. */
+    bool by_cost;               /* other_config:gpu-dpcls-policy=cost. */
+    unsigned int inflight;      /* other_config:gpu-dpcls-inflight. */
+    unsigned int max_hold_us;   /* other_config:gpu-max-hold-us. */
 };
 
-/* Below this many subtables OVS's own lookup is cheaper than a round trip
- * to the GPU: about 26 ns per subtable probe per packet on a PMD core
- * (docs/PERFORMANCE.md) against a 14 to 18 us synchronous round trip for a
- * 32-packet burst, i.e. about 0.5 us per packet. */
-#define GPU_DPCLS_MIN_SUBTABLES_DEFAULT 20
+/* Below this many subtables a dpcls is never offloaded: OVS's own lookup
+ * probes one hash table per subtable, about 26 ns each on a PMD core
+ * (docs/PERFORMANCE.md), and with one or two that beats any offload.
+ * Above it the "cost" policy measures both paths and picks the cheaper. */
+#define GPU_DPCLS_MIN_SUBTABLES_DEFAULT 2
+
+/* Classifier calls in flight per dpcls while bursts are held; 0 looks up
+ * each burst synchronously, as before bursts were held. */
+#define GPU_DPCLS_INFLIGHT_DEFAULT 2
+#define GPU_DPCLS_INFLIGHT_MAX 8
+
+/* The longest a burst's keys wait to be gathered with later bursts' into
+ * one classifier call, beyond the calls already in flight; 0 sends every
+ * burst in a call of its own. */
+#define GPU_DPCLS_MAX_HOLD_US_DEFAULT 50
+#define GPU_DPCLS_MAX_HOLD_US_MAX 10000
 
 void gpu_dpcls_init(void);
 void gpu_dpcls_set_policy(const struct gpu_dpcls_policy *);

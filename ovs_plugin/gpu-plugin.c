@@ -43,6 +43,9 @@ static struct gpu_plugin_config config = {
     .dpcls_min_subtables = GPU_DPCLS_MIN_SUBTABLES_DEFAULT,
     .classifier = GPU_CLS_AUTO,
     .validate = false,
+    .dpcls_by_cost = true,
+    .dpcls_inflight = GPU_DPCLS_INFLIGHT_DEFAULT,
+    .max_hold_us = GPU_DPCLS_MAX_HOLD_US_DEFAULT,
 };
 static struct gpu_plugin_backend backend;
 
@@ -196,6 +199,55 @@ format_validate(struct ds *s)
     ds_put_cstr(s, config.validate ? "true" : "false");
 }
 
+static bool
+parse_dpcls_policy(const char *value, char *err, size_t err_size)
+{
+    if (!value || !value[0] || !strcmp(value, "cost")) {
+        config.dpcls_by_cost = true;
+    } else if (!strcmp(value, "always")) {
+        config.dpcls_by_cost = false;
+    } else {
+        snprintf(err, err_size, "\"%s\" is not \"cost\" or \"always\"",
+                 value);
+        return false;
+    }
+    return true;
+}
+
+static void
+format_dpcls_policy(struct ds *s)
+{
+    ds_put_cstr(s, config.dpcls_by_cost ? "cost" : "always");
+}
+
+static bool
+parse_dpcls_inflight(const char *value, char *err, size_t err_size)
+{
+    return !gpu_uint_parse(value, GPU_DPCLS_INFLIGHT_DEFAULT,
+                           GPU_DPCLS_INFLIGHT_MAX, &config.dpcls_inflight,
+                           err, err_size);
+}
+
+static void
+format_dpcls_inflight(struct ds *s)
+{
+    ds_put_format(s, "%u", config.dpcls_inflight);
+}
+
+static bool
+parse_max_hold_us(const char *value, char *err, size_t err_size)
+{
+    return !gpu_uint_parse(value, GPU_DPCLS_MAX_HOLD_US_DEFAULT,
+                           GPU_DPCLS_MAX_HOLD_US_MAX, &config.max_hold_us,
+                           err, err_size);
+}
+
+static void
+format_max_hold_us(struct ds *s)
+{
+    ds_put_format(s, "%u", config.max_hold_us);
+}
+
 static struct gpu_plugin_key keys[] = {
     { "gpu-offload", parse_offload, format_offload, NULL },
     { "gpu-device", parse_device, format_device, NULL },
@@ -203,6 +255,10 @@ static struct gpu_plugin_key keys[] = {
       NULL },
     { "gpu-classifier", parse_classifier, format_classifier, NULL },
     { "gpu-validate", parse_validate, format_validate, NULL },
+    { "gpu-dpcls-policy", parse_dpcls_policy, format_dpcls_policy, NULL },
+    { "gpu-dpcls-inflight", parse_dpcls_inflight, format_dpcls_inflight,
+      NULL },
+    { "gpu-max-hold-us", parse_max_hold_us, format_max_hold_us, NULL },
 };
 
 /* Hands the settings in effect to the parts of the plugin that use them. */
@@ -214,6 +270,9 @@ gpu_plugin_publish(void)
         .min_subtables = config.dpcls_min_subtables,
         .algorithm = config.classifier,
         .validate = config.validate,
+        .by_cost = config.dpcls_by_cost,
+        .inflight = config.dpcls_inflight,
+        .max_hold_us = config.max_hold_us,
         .cuda = backend.cuda,
         .device = backend.cuda ? backend.info.index : -1,
     };

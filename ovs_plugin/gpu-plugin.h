@@ -18,6 +18,9 @@ struct gpu_plugin_config {
     unsigned int dpcls_min_subtables;   /* gpu-dpcls-min-subtables. */
     enum gpu_cls_algorithm classifier;  /* gpu-classifier. */
     bool validate;                      /* gpu-validate. */
+    bool dpcls_by_cost;                 /* gpu-dpcls-policy=cost. */
+    unsigned int dpcls_inflight;        /* gpu-dpcls-inflight. */
+    unsigned int max_hold_us;           /* gpu-max-hold-us. */
 };
 
 /* The environment variable that makes OVS's testsuite run with settings

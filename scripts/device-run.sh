@@ -130,16 +130,16 @@ test|test-offload)
     "$SRC/scripts/gpu-show-live.sh" "$BUILD" 2>&1 | tee "$OUT/gpu-show.txt"
     ;;
 switch-bench)
-    echo "== switch benchmark: megaflow masks, offload off and on"
+    # SWITCH_BENCH_ARGS adds bench-dpcls-switch.sh options (--pmds,
+    # --load, --configs, --seconds); SWITCH_BENCH_TAG names the output.
+    echo "== switch benchmark: megaflow masks, stock and offloaded"
     use_bundle
     cd "$SRC"
-    for alg in ${SWITCH_BENCH_CLASSIFIERS:-auto}; do
-        echo "-- gpu-classifier=$alg"
-        scripts/bench-dpcls-switch.sh --classifier $alg \
-            --masks "${SWITCH_BENCH_MASKS:-1 8 32 128 512}" \
-            --min-subtables "${SWITCH_BENCH_MIN_SUBTABLES:-0}" \
-            --out "$OUT/switch-bench-$alg.txt" 2>&1 | tee -a "$OUT/switch-bench.log"
-    done
+    tag=${SWITCH_BENCH_TAG:-masks}
+    scripts/bench-dpcls-switch.sh \
+        --masks "${SWITCH_BENCH_MASKS:-1 8 16 32 64 128 256 512}" \
+        ${SWITCH_BENCH_ARGS:-} --out "$OUT/switch-bench-$tag.txt" 2>&1 \
+        | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/switch-bench.log"
     ;;
 ids-switch-bench)
     echo "== switch benchmark: no IDS, gpu_ids on CUDA, gpu_ids on the CPU"

@@ -18,9 +18,15 @@ bench_cleanup() {
 trap bench_cleanup EXIT
 
 ncores=$(nproc)
-# The PMD on the last core, away from the main thread.
+# The PMD on the last core, away from the main thread; with N_PORTS
+# sources (bench-dpcls-switch.sh --pmds), one PMD each on the last
+# N_PORTS cores.
 pmd_core=$((ncores - 1))
-pmd_mask=$(printf '0x%x' $((1 << pmd_core)))
+
+# src_port I: the name of source port I (p0, then q1, q2, ...).
+src_port() {
+    if test "$1" = 0; then echo p0; else echo "q$1"; fi
+}
 
 # start_switch PCAP [KEY=VALUE...]: starts the switch replaying PCAP, with
 # the given other_config settings.
@@ -31,6 +37,11 @@ start_switch() {
     for kv in "$@"; do
         settings="$settings other_config:$kv"
     done
+    local n_ports=${N_PORTS:-1} i pmd_mask=0
+    for i in $(seq 0 $((n_ports - 1))); do
+        pmd_mask=$((pmd_mask | (1 << (pmd_core - i))))
+    done
+    pmd_mask=$(printf '0x%x' $pmd_mask)
     ovsdb-tool create "$RUN/conf.db" "$VSWITCH_SCHEMA"
     ovsdb-server "$RUN/conf.db" --remote=punix:"$RUN/db.sock" --pidfile \
         --detach --log-file
@@ -44,8 +55,12 @@ start_switch() {
     ovs-vsctl add-br br0 -- set bridge br0 datapath_type=netdev
     ovs-vsctl add-port br0 p1 -- set Interface p1 type=dpdk \
         options:dpdk-devargs="net_null0,no-rx=1"
-    ovs-vsctl add-port br0 p0 -- set Interface p0 type=dpdk \
-        options:dpdk-devargs="net_pcap0,rx_pcap=$pcap,infinite_rx=1"
+    for i in $(seq 0 $((n_ports - 1))); do
+        ovs-vsctl add-port br0 $(src_port $i) \
+            -- set Interface $(src_port $i) type=dpdk \
+            options:dpdk-devargs="net_pcap$i,rx_pcap=$pcap,infinite_rx=1" \
+            other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
+    done
 }
 
 stop_switch() {
@@ -78,7 +93,8 @@ measure() {
     sleep "$SECONDS_PER_RUN"
     local stats=$(ovs-appctl dpif-netdev/pmd-stats-show)
     local t1=$(date +%s.%N)
-    local rx=$(echo "$stats" | awk '/^pmd thread/ { p = 1 } p && /packets received:/ { print $3; exit }')
+    # Every PMD's packets (the main thread polls no DPDK port).
+    local rx=$(echo "$stats" | awk '/^pmd thread/ { p = 1 } p && /packets received:/ { s += $3 } END { print s }')
     local lookups=$(echo "$stats" | awk '/^pmd thread/ { p = 1 } p && /avg. subtable lookups per megaflow hit:/ { print $7; exit }')
     awk -v rx="$rx" -v t0="$t0" -v t1="$t1" -v l="$lookups" \
         'BEGIN { printf "%.3f %s\n", rx / (t1 - t0) / 1e6, l }'
