@@ -31,6 +31,7 @@
 
 #include "ovs_plugin/gpu-dpcls.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -242,13 +243,64 @@ static uint64_t retired_gpu_lookups OVS_GUARDED_BY(all_dpcls_mutex);
 static uint64_t retired_mismatches OVS_GUARDED_BY(all_dpcls_mutex);
 
 static long long int
-monotonic_nsec(void)
+clock_nsec(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+/* The PMD path reads the time several times per burst.  clock_gettime()
+ * can be a system call (on the H100 machine, a virtual machine, it cost
+ * about 1 us: 40% of stock OVS's rate at one mask), so on x86 the time
+ * comes from the time-stamp counter, scaled once at start-up, as OVS's
+ * own PMD cycle counters do. */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static double tsc_ns_per_tick;
+static uint64_t tsc_base;
+static long long int tsc_base_ns;
+
+static void
+monotonic_calibrate(void)
+{
+    long long int t0 = clock_nsec();
+    uint64_t c0 = __rdtsc();
+    long long int t1;
+
+    do {
+        t1 = clock_nsec();
+    } while (t1 - t0 < 20 * 1000 * 1000);
+    uint64_t c1 = __rdtsc();
+    if (c1 > c0) {
+        tsc_ns_per_tick = (double) (t1 - t0) / (c1 - c0);
+        tsc_base = c1;
+        tsc_base_ns = t1;
+    }
+}
+
+static long long int
+monotonic_nsec(void)
+{
+    if (OVS_UNLIKELY(!tsc_ns_per_tick)) {
+        return clock_nsec();
+    }
+    return tsc_base_ns + (long long int) ((int64_t) (__rdtsc() - tsc_base)
+                                          * tsc_ns_per_tick);
+}
+#else
+static void
+monotonic_calibrate(void)
+{
+}
+
+static long long int
+monotonic_nsec(void)
+{
+    return clock_nsec();
+}
+#endif
 
 static void
 stat_add(atomic_uint64_t *counter, uint64_t n)
@@ -1013,10 +1065,16 @@ gpu_dpcls_slot_launch(struct gpu_dpcls *gd, struct gpu_dpcls_view *view,
     }
 }
 
-/* Whether the gathering 'slot' should go now: when it is full, when no
- * more than the policy's calls are in flight (so that the device is never
- * idle while keys wait), or when its first burst has waited the longest
- * the policy allows. */
+/* Keys a gathering call waits for while the device has room, unless its
+ * first burst has waited the longest the policy allows or the PMD thread
+ * has nothing else to do.  A call costs the PMD thread about 15 us of CPU
+ * time in CUDA's API (H100, docs/PERFORMANCE.md) whatever its size, so
+ * small calls would bound the thread's rate. */
+static unsigned int min_gather = 8 * NETDEV_MAX_BURST;
+
+/* Whether the gathering 'slot' should go now: when it is full, when it has
+ * enough keys and no more than the policy's calls are in flight, or when
+ * its first burst has waited the longest the policy allows. */
 static bool
 gpu_dpcls_slot_should_launch(const struct gpu_dpcls_view *view,
                              const struct gpu_dpcls_slot *slot,
@@ -1027,7 +1085,7 @@ gpu_dpcls_slot_should_launch(const struct gpu_dpcls_view *view,
     atomic_read_relaxed(&policy_inflight, &inflight);
     atomic_read_relaxed(&policy_hold_us, &hold_us);
     return (!hold_us
-            || view->n_in_flight < inflight
+            || (view->n_in_flight < inflight && slot->n_keys >= min_gather)
             || slot->n_tickets == GPU_DPCLS_SLOT_BURSTS
             || slot->n_keys + NETDEV_MAX_BURST > GPU_DPCLS_SLOT_KEYS
             || now - slot->gather_ns >= hold_us * 1000LL);
@@ -1514,6 +1572,13 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
 void
 gpu_dpcls_init(void)
 {
+    const char *env = getenv("OVS_GPU_DPCLS_MIN_GATHER");
+
+    monotonic_calibrate();
+    if (env) {
+        /* For benchmarks comparing gather sizes. */
+        min_gather = MAX(1, atoi(env));
+    }
     unixctl_command_register("gpu/dpcls-show", "[core_id]", 0, 1,
                              gpu_dpcls_show_cmd, NULL);
     unixctl_command_register("gpu/dpcls-stats-clear", "", 0, 0,

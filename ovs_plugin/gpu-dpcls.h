@@ -37,7 +37,7 @@ struct gpu_dpcls_policy {
 /* The longest a burst's keys wait to be gathered with later bursts' into
  * one classifier call, beyond the calls already in flight; 0 sends every
  * burst in a call of its own. */
-#define GPU_DPCLS_MAX_HOLD_US_DEFAULT 50
+#define GPU_DPCLS_MAX_HOLD_US_DEFAULT 100
 #define GPU_DPCLS_MAX_HOLD_US_MAX 10000
 
 void gpu_dpcls_init(void);
