@@ -95,7 +95,7 @@ all-local: ovs-build
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
 OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-fec.at \
-	ovs-gpu-index.at ovs-gpu-dpcls.at dpif-netdev.at pmd.at
+	ovs-gpu-index.at ovs-gpu-dpcls.at ovs-gpu-async.at dpif-netdev.at pmd.at
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
 		| $(abs_srcdir)/scripts/at-select $(OVS_TESTS)`; \

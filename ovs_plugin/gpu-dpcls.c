@@ -84,6 +84,12 @@ static atomic_uint64_t backend_seq = 1;
 static atomic_int fault_lookups = 0;
 static atomic_int fault_builds = 0;
 
+/* Test only ("gpu/inject-fault dpcls-slow US"): asynchronous lookups are
+ * not answered until US microseconds after their call, like a slow or
+ * busy device, so that the tests see bursts held on the CPU backend
+ * (whose lookups are otherwise answered at once). */
+static atomic_int fault_slow_us = 0;
+
 /* Takes one injected fault from 'faults', if any is left. */
 static bool
 gpu_dpcls_fault_take(atomic_int *faults)
@@ -137,6 +143,8 @@ struct gpu_dpcls_ticket {
     struct gpu_dpcls_slot *slot;
     unsigned int offset;            /* First key in the slot. */
     long long int submit_ns;
+    uint32_t handle_limit;          /* Rules inserted since have handles
+                                     * from this on. */
 };
 
 struct gpu_dpcls_slot {
@@ -226,6 +234,7 @@ struct gpu_dpcls {
 
     atomic_count n_rules;
     atomic_count n_masks;
+    atomic_count handles_issued;    /* 'next_handle', for lookups. */
     struct cmap handles;            /* Of gpu_dpcls_rule, by handle. */
     OVSRCU_TYPE(struct gpu_dpcls_view *) view;
 
@@ -516,6 +525,7 @@ gpu_dpcls_created(struct dpcls *cls OVS_UNUSED, odp_port_t in_port,
     gd->next_handle = 0;
     atomic_count_init(&gd->n_rules, 0);
     atomic_count_init(&gd->n_masks, 0);
+    atomic_count_init(&gd->handles_issued, 0);
     cmap_init(&gd->handles);
     ovsrcu_set_hidden(&gd->view, NULL);
 
@@ -627,6 +637,9 @@ gpu_dpcls_rule_inserted(void *aux, const struct dpcls_rule *rule)
             }
         }
     }
+    /* Published once the view has the rule (or is gone), so that a
+     * lookup submitted from now on either sees it or is told it is new. */
+    atomic_count_set(&gd->handles_issued, gd->next_handle);
     ovs_mutex_unlock(&gd->mutex);
 }
 
@@ -693,19 +706,48 @@ gpu_dpcls_handle_to_rule(struct gpu_dpcls *gd, uint32_t handle)
     return NULL;
 }
 
+/* Whether 'rule' was inserted after the lookup that saw handles below
+ * 'handle_limit' was submitted. */
+static bool
+gpu_dpcls_rule_is_newer(struct gpu_dpcls *gd, const struct dpcls_rule *rule,
+                        uint32_t handle_limit)
+{
+    struct gpu_dpcls_rule *gr;
+    bool newer = false;
+
+    ovs_mutex_lock(&gd->mutex);
+    HMAP_FOR_EACH_WITH_HASH (gr, rule_node, hash_pointer(rule, 0),
+                             &gd->rules) {
+        if (gr->rule == rule) {
+            newer = gr->handle >= handle_limit;
+            break;
+        }
+    }
+    ovs_mutex_unlock(&gd->mutex);
+    return newer;
+}
+
 /* Compares 'rules' with OVS's own answer for the same keys, and counts and
- * logs each difference. */
+ * logs each difference.  An asynchronous lookup sees the rules as they
+ * were when it was submitted: a miss for a key whose rule came later
+ * (handles from 'handle_limit' on; an earlier burst's upcall, say) is no
+ * difference, since dpif-netdev looks up every miss again before it makes
+ * an upcall. */
 static void
 gpu_dpcls_validate(struct gpu_dpcls *gd, struct dpcls *cls,
                    const struct netdev_flow_key *keys[],
-                   struct dpcls_rule **rules, size_t cnt)
+                   struct dpcls_rule **rules, size_t cnt,
+                   uint32_t handle_limit)
 {
     struct dpcls_rule *expected[NETDEV_MAX_BURST];
     size_t i;
 
     dpcls_lookup_ovs(cls, keys, expected, cnt, NULL);
     for (i = 0; i < cnt; i++) {
-        if (expected[i] != rules[i]) {
+        if (expected[i] != rules[i]
+            && !(!rules[i] && handle_limit != UINT32_MAX
+                 && gpu_dpcls_rule_is_newer(gd, expected[i],
+                                            handle_limit))) {
             static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 5);
 
             stat_add(&gd->stats.mismatches, 1);
@@ -875,7 +917,7 @@ static size_t
 gpu_dpcls_answer(struct gpu_dpcls *gd, struct dpcls *cls,
                  const struct netdev_flow_key *keys[],
                  const uint32_t *results, struct dpcls_rule **rules,
-                 size_t cnt)
+                 size_t cnt, uint32_t handle_limit)
 {
     size_t found = 0;
     bool validate;
@@ -904,7 +946,7 @@ gpu_dpcls_answer(struct gpu_dpcls *gd, struct dpcls *cls,
 
     atomic_read_relaxed(&policy_validate, &validate);
     if (validate) {
-        gpu_dpcls_validate(gd, cls, keys, rules, cnt);
+        gpu_dpcls_validate(gd, cls, keys, rules, cnt, handle_limit);
     }
     return found;
 }
@@ -991,7 +1033,7 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
     }
 
     size_t found = gpu_dpcls_answer(gd, cls, keys, view->results, rules,
-                                    cnt);
+                                    cnt, UINT32_MAX);
     ovs_mutex_unlock(&view->buffers_mutex);
 
     /* Each found key took one (batched) lookup, as if it had matched in
@@ -1147,6 +1189,7 @@ gpu_dpcls_lookup_submit(void *aux, struct dpcls *cls OVS_UNUSED,
     ticket->slot = slot;
     ticket->offset = slot->n_keys;
     ticket->submit_ns = start;
+    ticket->handle_limit = atomic_count_get(&gd->handles_issued);
     slot->n_pending++;
     for (i = 0; i < cnt; i++) {
         gpu_dpcls_flatten(&keys[i]->mf, &view->map,
@@ -1182,6 +1225,20 @@ gpu_dpcls_lookup_poll(void *aux, void *ticket_, bool wait)
         gpu_dpcls_slot_launch(gd, view, slot, now);
     }
     if (slot->state == SLOT_IN_FLIGHT) {
+        int slow_us;
+
+        atomic_read_relaxed(&fault_slow_us, &slow_us);
+        if (OVS_UNLIKELY(slow_us)) {
+            long long int due = slot->launch_ns + slow_us * 1000LL;
+
+            if (!wait && monotonic_nsec() < due) {
+                return false;
+            }
+            while (monotonic_nsec() < due) {
+                xnanosleep_no_quiesce(10 * 1000);
+            }
+        }
+
         int status = wait ? gpu_cls_wait(slot->batch)
                           : gpu_cls_poll(slot->batch);
         if (status == GPU_ERR_BUSY) {
@@ -1250,7 +1307,7 @@ gpu_dpcls_lookup_finish(void *aux, struct dpcls *cls, void *ticket_,
 
     size_t found = gpu_dpcls_answer(gd, cls, keys,
                                     &slot->results[ticket->offset], rules,
-                                    cnt);
+                                    cnt, ticket->handle_limit);
     if (!--slot->n_pending) {
         slot->state = SLOT_FREE;
     }
@@ -1552,9 +1609,12 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     } else if (!strcmp(argv[1], "dpcls-nomem")) {
         faults = &fault_builds;
         what = "table builds fail for lack of memory";
+    } else if (!strcmp(argv[1], "dpcls-slow")) {
+        faults = &fault_slow_us;
+        what = "microseconds before an asynchronous lookup is answered";
     } else {
-        unixctl_command_reply_error(conn, "unknown fault (use dpcls or "
-                                    "dpcls-nomem)");
+        unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
+                                    "dpcls-nomem or dpcls-slow)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1562,9 +1622,10 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
         return;
     }
     atomic_store_relaxed(faults, n);
-    VLOG_INFO("test fault injected: the next %d %s", n, what);
+    const char *the_next = faults == &fault_slow_us ? "" : "the next ";
+    VLOG_INFO("test fault injected: %s%d %s", the_next, n, what);
 
-    char *reply = xasprintf("the next %d %s\n", n, what);
+    char *reply = xasprintf("%s%d %s\n", the_next, n, what);
     unixctl_command_reply(conn, reply);
     free(reply);
 }
@@ -1583,7 +1644,8 @@ gpu_dpcls_init(void)
                              gpu_dpcls_show_cmd, NULL);
     unixctl_command_register("gpu/dpcls-stats-clear", "", 0, 0,
                              gpu_dpcls_stats_clear_cmd, NULL);
-    unixctl_command_register("gpu/inject-fault", "dpcls|dpcls-nomem N", 2, 2,
+    unixctl_command_register("gpu/inject-fault",
+                             "dpcls|dpcls-nomem|dpcls-slow N", 2, 2,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

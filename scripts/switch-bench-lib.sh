@@ -13,6 +13,11 @@ export OVS_RUNDIR=$RUN OVS_LOGDIR=$RUN OVS_DBDIR=$RUN OVS_SYSCONFDIR=$RUN
 bench_cleanup() {
     ovs-appctl -t ovs-vswitchd exit --cleanup >/dev/null 2>&1 || true
     ovs-appctl -t ovsdb-server exit >/dev/null 2>&1 || true
+    # A switch that did not exit would hold the netdev datapath's tap
+    # device and fail the next run's bridge.
+    for p in ovs-vswitchd ovsdb-server; do
+        kill -9 "$(cat "$RUN/$p.pid" 2>/dev/null)" 2>/dev/null || true
+    done
     rm -rf "/var/run/dpdk/ovsgpu-bench-$$"
 }
 trap bench_cleanup EXIT
@@ -61,6 +66,11 @@ start_switch() {
             options:dpdk-devargs="net_pcap$i,rx_pcap=$pcap,infinite_rx=1" \
             other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
     done
+    if test -z "$(dp_port p0)"; then
+        echo "switch-bench-lib: the switch did not start its ports:" >&2
+        grep -E 'ERR|WARN' "$RUN/ovs-vswitchd.log" | tail -5 >&2
+        return 1
+    fi
 }
 
 stop_switch() {
