@@ -17,7 +17,15 @@ EXTRA_DIST += $(OVS_GPU_AT)
 OVS_PATCHES = $(shell grep -v '^\#' $(srcdir)/patches/series 2>/dev/null)
 EXTRA_DIST += patches/series $(addprefix patches/,$(OVS_PATCHES))
 
-OVS_CONFIGURE_ARGS = --enable-silent-rules
+# OVS is configured with our installation directories, so that "make
+# install" puts OVS's programs, schema and man pages where ours go and the
+# paths OVS compiles in (run, database and log directories) agree with them.
+OVS_CONFIGURE_ARGS = --enable-silent-rules \
+	--prefix=$(prefix) --exec-prefix=$(exec_prefix) \
+	--bindir=$(bindir) --sbindir=$(sbindir) --libexecdir=$(libexecdir) \
+	--sysconfdir=$(sysconfdir) --localstatedir=$(localstatedir) \
+	--libdir=$(libdir) --includedir=$(includedir) \
+	--datarootdir=$(datarootdir) --datadir=$(datadir) --mandir=$(mandir)
 if HAVE_DPDK
 OVS_CONFIGURE_ARGS += --with-dpdk=shared
 endif
