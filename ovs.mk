@@ -17,7 +17,15 @@ EXTRA_DIST += $(OVS_GPU_AT)
 OVS_PATCHES = $(shell grep -v '^\#' $(srcdir)/patches/series 2>/dev/null)
 EXTRA_DIST += patches/series $(addprefix patches/,$(OVS_PATCHES))
 
-OVS_CONFIGURE_ARGS = --enable-silent-rules
+# OVS is configured with our installation directories, so that "make
+# install" puts OVS's programs, schema and man pages where ours go and the
+# paths OVS compiles in (run, database and log directories) agree with them.
+OVS_CONFIGURE_ARGS = --enable-silent-rules \
+	--prefix=$(prefix) --exec-prefix=$(exec_prefix) \
+	--bindir=$(bindir) --sbindir=$(sbindir) --libexecdir=$(libexecdir) \
+	--sysconfdir=$(sysconfdir) --localstatedir=$(localstatedir) \
+	--libdir=$(libdir) --includedir=$(includedir) \
+	--datarootdir=$(datarootdir) --datadir=$(datadir) --mandir=$(mandir)
 if HAVE_DPDK
 OVS_CONFIGURE_ARGS += --with-dpdk=shared
 endif
@@ -77,20 +85,59 @@ ovs-tests-sync: $(OVS_STAMP_CONFIGURED)
 
 # ovs-vswitchd is linked with the plugin by appending it to the one link
 # variable OVS keeps for ovs-vswitchd alone; OVS's make does not know the
-# plugin, so a newer plugin object removes the old binary first.
+# plugin, so a newer plugin object removes the old binary first.  Every
+# make of OVS that may link ovs-vswitchd (all, install) is given
+# OVS_MAKE_ARGS after OVS_DPDK_LD, so that none links it without the
+# plugin.  ($(MAKE) stays in the recipes themselves, where make sees it
+# and shares its jobs.)
+OVS_DPDK_LD = dpdk_ld=`sed -n 's/^DPDK_vswitchd_LDFLAGS = //p' \
+		$(OVS_BUILDDIR)/Makefile`
+OVS_MAKE_ARGS = -C $(OVS_BUILDDIR) \
+	DPDK_vswitchd_LDFLAGS="$$dpdk_ld \
+		$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(PCAP_LIBS) \
+		$(CUDA_LIBS)"
 ovs-build: $(OVS_GPU_PLUGIN_OBJ) ovs-tests-sync
 	$(AM_V_at)if test $(OVS_BUILDDIR)/vswitchd/ovs-vswitchd \
 			-ot $(OVS_GPU_PLUGIN_OBJ); then \
 		rm -f $(OVS_BUILDDIR)/vswitchd/ovs-vswitchd; \
 	fi
-	$(AM_V_at)dpdk_ld=`sed -n 's/^DPDK_vswitchd_LDFLAGS = //p' \
-		$(OVS_BUILDDIR)/Makefile`; \
-	$(MAKE) -C $(OVS_BUILDDIR) all \
-		DPDK_vswitchd_LDFLAGS="$$dpdk_ld \
-			$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(PCAP_LIBS) \
-			$(CUDA_LIBS)"
+	$(AM_V_at)$(OVS_DPDK_LD); $(MAKE) $(OVS_MAKE_ARGS) all
 
 all-local: ovs-build
+
+# "make install" installs Open vSwitch as OVS's own "make install" does
+# (configured with our directories, above): its programs, ovs-vswitchd
+# linked with the plugin, the schema, the man pages (those made from rST,
+# ovs-actions(7) among them, when sphinx-build was found), the Python
+# library; and ovs-gpu(7) beside them.  OVS's install runs as one make, from
+# install-exec-local only: two makes in OVS's tree at once, as a parallel
+# install-exec and install-data would start, could race on its files.
+dist_man_MANS = docs/ovs-gpu.7
+install-exec-local: ovs-build
+	$(AM_V_at)$(OVS_DPDK_LD); \
+	$(MAKE) $(OVS_MAKE_ARGS) install DESTDIR="$(DESTDIR)"
+uninstall-local:
+	$(AM_V_at)$(MAKE) -C $(OVS_BUILDDIR) uninstall DESTDIR="$(DESTDIR)"
+
+# Installs into a scratch DESTDIR (install-check/) and checks what is
+# there: ovs-vswitchd with the plugin, OVS's programs, the schema, the man
+# pages, and that these name every key, action and command of the plugin
+# (scripts/check-install).  Log: check-install.log.
+check-install: ovs-build
+	$(AM_V_at)rm -rf install-check; \
+	{ $(MAKE) $(AM_MAKEFLAGS) install \
+		DESTDIR=$(abs_builddir)/install-check \
+		|| echo "install check failed: make install failed"; } \
+		> check-install.log 2>&1; \
+	$(srcdir)/scripts/check-install $(abs_srcdir) $(OVS_BUILDDIR) \
+		$(abs_builddir)/install-check $(bindir) $(sbindir) \
+		$(datadir)/openvswitch $(mandir) >> check-install.log 2>&1; \
+	status=$$?; \
+	if grep -q '^install check failed: make install' check-install.log; then \
+		status=1; \
+	fi; \
+	grep '^install check' check-install.log; \
+	exit $$status
 
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
@@ -132,7 +179,7 @@ check-ovs-offload: ovs-build
 	exit $$status
 
 clean-local:
-	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp
+	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check
 
 .PHONY: ovs-build ovs-tests-sync check-ovs check-ovs-offload
 
@@ -155,5 +202,6 @@ check-local:
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpcls-peer || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-install || status=1; \
 	exit $$status
-.PHONY: check-dpdk-smoke
+.PHONY: check-dpdk-smoke check-install
