@@ -835,8 +835,10 @@ gpu_dpcls_choose(struct gpu_dpcls *gd, bool *exploring)
     return c->use_gpu;
 }
 
-/* Returned by gpu_dpcls_ready_view() when a table could not be built. */
+/* Returned by gpu_dpcls_ready_view() when a table could not be built, and
+ * when the "cost" policy chose OVS's lookup (which is then measured). */
 static struct gpu_dpcls_view failed_view;
+static struct gpu_dpcls_view ovs_chosen_view;
 
 /* Returns the view that should answer a lookup of 'cnt' keys of 'gd', or
  * NULL if OVS's own lookup should by the policy (counted, unless
@@ -858,10 +860,18 @@ gpu_dpcls_ready_view(struct gpu_dpcls *gd, size_t cnt, bool uncounted,
         return NULL;
     }
     if (atomic_count_get(&gd->n_masks) < min_subtables
-        || !atomic_count_get(&gd->n_rules)
-        || !gpu_dpcls_choose(gd, exploring)) {
-        stat_add(&gd->stats.cpu_lookups, uncounted ? 0 : cnt);
+        || !atomic_count_get(&gd->n_rules)) {
+        /* Not a candidate: nothing to measure either. */
+        if (!uncounted) {
+            stat_add(&gd->stats.cpu_lookups, cnt);
+        }
         return NULL;
+    }
+    if (!gpu_dpcls_choose(gd, exploring)) {
+        if (!uncounted) {
+            stat_add(&gd->stats.cpu_lookups, cnt);
+        }
+        return &ovs_chosen_view;
     }
 
     view = gpu_dpcls_view_get(gd);
@@ -992,17 +1002,13 @@ gpu_dpcls_lookup(void *aux, struct dpcls *cls,
     size_t i;
 
     view = gpu_dpcls_ready_view(gd, cnt, false, &exploring);
-    if (view == &failed_view) {
-        return -1;
-    } else if (!view) {
-        bool offload, by_cost;
-
-        atomic_read_relaxed(&policy_offload, &offload);
-        atomic_read_relaxed(&policy_by_cost, &by_cost);
-        if (offload && by_cost && gpu_dpcls_is_owner(gd)) {
+    if (view == &ovs_chosen_view) {
+        if (gpu_dpcls_is_owner(gd)) {
             return gpu_dpcls_lookup_ovs_measured(gd, cls, keys, rules, cnt,
                                                  num_lookups_p, exploring);
         }
+        return -1;
+    } else if (!view || view == &failed_view) {
         return -1;
     }
 
@@ -1159,7 +1165,7 @@ gpu_dpcls_lookup_submit(void *aux, struct dpcls *cls OVS_UNUSED,
     if (view == &failed_view) {
         /* Counted: have dpif-netdev go to OVS's lookup at once. */
         return &fallback_ticket;
-    } else if (!view) {
+    } else if (!view || view == &ovs_chosen_view) {
         return NULL;
     }
 
