@@ -53,7 +53,7 @@ start_switch() {
     ovs-vsctl --no-wait init
     ovs-vsctl --no-wait set Open_vSwitch . \
         other_config:dpdk-init=true \
-        other_config:dpdk-extra="--no-huge --legacy-mem -m 2048 --no-pci --file-prefix=ovsgpu-bench-$$ $DPDK_PMD_ARGS" \
+        other_config:dpdk-extra="--no-huge --legacy-mem -m $((2048 + 512 * n_ports)) --no-pci --file-prefix=ovsgpu-bench-$$ $DPDK_PMD_ARGS" \
         other_config:pmd-cpu-mask=$pmd_mask \
         other_config:emc-insert-inv-prob=0 $settings
     ovs-vswitchd unix:"$RUN/db.sock" --pidfile --detach --log-file
