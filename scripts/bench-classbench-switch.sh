@@ -39,19 +39,6 @@ done
 
 . "$SRC/scripts/switch-bench-lib.sh"
 
-set_config() {
-    local keys args="other_config:gpu-offload=true"
-    keys=$(ovs-vsctl get Open_vSwitch . other_config \
-           | tr -d '{}" ' | tr ',' '\n' | sed -n 's/^\(gpu-[^=]*\)=.*/\1/p')
-    for k in $keys; do
-        ovs-vsctl remove Open_vSwitch . other_config "$k"
-    done
-    for kv in $(echo "$1" | tr ',' ' '); do
-        args="$args other_config:$kv"
-    done
-    ovs-vsctl set Open_vSwitch . $args
-}
-
 # flow_figures: megaflows in the PMD's datapath and their distinct masks
 # (subtables) from gpu/dpcls-show's busiest dpcls.
 flow_figures() {

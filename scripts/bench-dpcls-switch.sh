@@ -50,25 +50,6 @@ done
 
 . "$SRC/scripts/switch-bench-lib.sh"
 
-# set_config SETTINGS: other_config from "k=v,k=v", on top of the
-# defaults (each run starts from no gpu-* key but gpu-offload).
-set_config() {
-    local keys
-    keys=$(ovs-vsctl get Open_vSwitch . other_config \
-           | tr -d '{}" ' | tr ',' '\n' | sed -n 's/^\(gpu-[^=]*\)=.*/\1/p')
-    for k in $keys; do
-        ovs-vsctl remove Open_vSwitch . other_config "$k"
-    done
-    # gpu-offload=true unless the configuration says otherwise (an "off"
-    # run again, after the others, shows how much the machine drifts).
-    local args="other_config:gpu-offload=true"
-    case ",$1," in *,gpu-offload=*) args= ;; esac
-    for kv in $(echo "$1" | tr ',' ' '); do
-        args="$args other_config:$kv"
-    done
-    ovs-vsctl set Open_vSwitch . $args
-}
-
 # gpu_busy_start / gpu_busy_stop: the GPU's average utilization (%) over
 # the interval, or "-" without nvidia-smi.
 gpu_busy_start() {

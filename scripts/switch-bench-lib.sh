@@ -109,3 +109,22 @@ measure() {
     awk -v rx="$rx" -v t0="$t0" -v t1="$t1" -v l="$lookups" \
         'BEGIN { printf "%.3f %s\n", rx / (t1 - t0) / 1e6, l }'
 }
+
+# set_config SETTINGS: other_config from "k=v,k=v", on top of the
+# defaults (each run starts from no gpu-* key but gpu-offload).
+set_config() {
+    local keys
+    keys=$(ovs-vsctl get Open_vSwitch . other_config \
+           | tr -d '{}" ' | tr ',' '\n' | sed -n 's/^\(gpu-[^=]*\)=.*/\1/p')
+    for k in $keys; do
+        ovs-vsctl remove Open_vSwitch . other_config "$k"
+    done
+    # gpu-offload=true unless the configuration says otherwise (an "off"
+    # run again, after the others, shows how much the machine drifts).
+    local args="other_config:gpu-offload=true"
+    case ",$1," in *,gpu-offload=*) args= ;; esac
+    for kv in $(echo "$1" | tr ',' ' '); do
+        args="$args other_config:$kv"
+    done
+    ovs-vsctl set Open_vSwitch . $args
+}
