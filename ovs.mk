@@ -106,7 +106,8 @@ check-ovs: ovs-build
 	test -n "$$nums" || { echo "no OVS tests selected"; \
 		$(LAYER_RESULT) record ovs-testsuite "OVS testsuite" 1; \
 		exit 1; }; \
-	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir; \
+	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
+		$(OVS_BUILDDIR)/tests/testsuite.log; \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"; \
 	status=$$?; \
@@ -132,7 +133,8 @@ check-ovs-offload: ovs-build
 			"OVS testsuite, offload forced" 1; \
 		exit 1; }; \
 	rm -f offload-stats.txt; \
-	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir; \
+	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
+		$(OVS_BUILDDIR)/tests/testsuite.log; \
 	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \
 	OVS_GPU_TEST_STATS=$(abs_builddir)/offload-stats.txt \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
