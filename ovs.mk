@@ -175,7 +175,12 @@ endif
 
 # One after the other: both keep cores busy (PMD threads), and OVS's
 # tests have timeouts.  Both run even if the first fails.
+CHECK_LOCAL_LAYERS = ovs-testsuite ovs-testsuite-offload dpdk-smoke \
+	dpcls-peer
 check-local:
+	$(AM_V_at)for l in $(CHECK_LOCAL_LAYERS); do \
+		rm -f results/$$l.result; \
+	done
 	$(AM_V_at)status=0; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \

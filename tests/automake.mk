@@ -39,15 +39,13 @@ TESTS += tests/data-check.sh tests/data-check-missing.sh
 EXTRA_DIST += tests/data-check.sh tests/data-check-missing.sh
 
 # The layers scripts/test-summary must find a record of after "make
-# check": the tests above and check-local's (ovs.mk).  Written before any
-# runs, with the old records removed, so that none is left from an
-# earlier run.
-TEST_LAYERS = $(basename $(notdir $(TESTS))) ovs-testsuite \
-	ovs-testsuite-offload dpdk-smoke dpcls-peer
-check_DATA += results-expected
-results-expected:
-	$(AM_V_at)rm -rf results && $(MKDIR_P) results
-	$(AM_V_at)for t in $(TEST_LAYERS); do echo $$t; done \
-		> results/expected
-CLEANFILES += -r results
-.PHONY: results-expected
+# check": the tests above and check-local's (ovs.mk).  Each layer replaces
+# its own record when it runs (check-local removes its layers' first, in
+# case one cannot run); "scripts/ovs-gpu test" removes results/ before
+# "make check", so that nothing is left from an earlier run.  Not a phony
+# target: check-TESTS depends on it, and runs beside check-local.
+TEST_LAYERS = $(basename $(notdir $(TESTS))) $(CHECK_LOCAL_LAYERS)
+check_DATA += results/expected
+results/expected: Makefile
+	$(AM_V_at)$(MKDIR_P) results
+	$(AM_V_at)for t in $(TEST_LAYERS); do echo $$t; done > $@
