@@ -218,8 +218,9 @@ make_classbench(struct ruleset *rs, const char *set, size_t n_keys,
         if (cb_load_filters(path, &filters, &n_filters)) {
             /* The sets are in the repository: a missing one is an error,
              * by name, not a benchmark quietly run on fewer sets. */
-            fprintf(stderr, "classifier-bench: missing data file %s "
-                    "(OVSGPU_DATA names another folder)\n", path);
+            fprintf(stderr, "classifier-bench: missing data file "
+                    "%s/classbench/%s (nor %s) (OVSGPU_DATA names another "
+                    "folder)\n", cb_data_dir(), set, path);
             exit(1);
         }
     }
