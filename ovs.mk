@@ -162,11 +162,10 @@ clean-local:
 # installs DPDK, and a skip would hide that configure did not find it.
 check-dpdk-smoke: ovs-build
 if HAVE_DPDK
-	$(AM_V_at)RUN=$(abs_top_builddir)/smoke $(srcdir)/scripts/demo.sh \
+	$(AM_V_at)RUN=$(abs_top_builddir)/smoke $(LAYER_RESULT) run \
+		--id dpdk-smoke --name "DPDK smoke" $(srcdir)/scripts/demo.sh \
 		$(abs_top_builddir) --smoke --count 2000 > dpdk-smoke.log 2>&1; \
-	status=$$?; tail -3 dpdk-smoke.log; \
-	$(LAYER_RESULT) record dpdk-smoke "DPDK smoke" $$status; \
-	exit $$status
+	status=$$?; tail -3 dpdk-smoke.log; exit $$status
 else
 	@echo "DPDK smoke test FAILED: built without DPDK" | tee dpdk-smoke.log
 	@$(LAYER_RESULT) record dpdk-smoke "DPDK smoke" 1

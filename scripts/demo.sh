@@ -48,13 +48,21 @@ TRACE=$DATA/classbench/acl1_10000_trace.gz
 SIGNATURE=ovs-gpu-demo-attack
 FILTERS=$DATA/classbench/acl1_10000
 
+# fail TEXT: stops, saying why, also to the test summary when run as a
+# test (tests/layer-result sets OVSGPU_TEST_COUNTS).
+fail() {
+    echo "$*" >&2
+    if test -n "${OVSGPU_TEST_COUNTS:-}"; then
+        printf 'passed: 0\nfailed: 1\nskipped: 0\nfail: %s\n' "$*" \
+            > "$OVSGPU_TEST_COUNTS"
+    fi
+    exit 1
+}
+
 # Without them this would not be the demo the README describes (nor a
 # smoke test of it): stop, naming the file.
 for f in "$TRACE" "$FILTERS"; do
-    if ! test -r "$f"; then
-        echo "demo.sh: missing data file $f" >&2
-        exit 1
-    fi
+    test -r "$f" || fail "demo.sh: missing data file $f"
 done
 
 if ! grep -q '^#define DPDK_NETDEV' "$OVS/config.h" 2>/dev/null; then
@@ -214,11 +222,10 @@ if $SMOKE; then
             || test "$written" != "$expected" || test "$gpu_lookups" = 0 \
             || test "$mismatches" != 0 || test "$ids_matched" = 0 \
             || test "${recorded:-0}" != $((rx - tx)); then
-        echo "smoke test FAILED: rx $rx of $total, tx $tx and written" \
+        fail "smoke test FAILED: rx $rx of $total, tx $tx and written" \
              "$written of $expected, $gpu_lookups lookups offloaded," \
              "$mismatches validation mismatches, $ids_matched IDS" \
-             "matches, ${recorded:-0} dropped packets recorded" >&2
-        exit 1
+             "matches, ${recorded:-0} dropped packets recorded"
     fi
     echo "smoke test passed: $rx in, $tx out, $((rx - tx)) dropped by flow," \
          "$gpu_lookups lookups offloaded, no validation mismatch," \

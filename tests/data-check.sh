@@ -14,30 +14,46 @@ dir=${1:-$srcdir/data}
 manifest=$dir/MANIFEST
 max=$((2 * 1024 * 1024))
 
+problems=${TMPDIR:-/tmp}/data-check.$$
+trap 'rm -f "$problems"' EXIT
+: > "$problems"
+
+# problem TEXT: prints TEXT and keeps it for the layer's record.
+problem() {
+    echo "data-check: $*"
+    echo "$*" >> "$problems"
+}
+
+# report PASSED: the counts and problems, for tests/layer-result.
+report() {
+    test -z "${OVSGPU_TEST_COUNTS:-}" && return
+    {
+        printf 'passed: %d\nfailed: %d\nskipped: 0\n' $1 \
+            $(wc -l < "$problems")
+        sed 's/^/fail: /' "$problems"
+    } > "$OVSGPU_TEST_COUNTS"
+}
+
 if ! test -f "$manifest"; then
-    echo "data-check: missing data file: data/MANIFEST ($manifest)"
-    test -z "${OVSGPU_TEST_COUNTS:-}" \
-        || printf 'passed: 0\nfailed: 1\nskipped: 0\n' > "$OVSGPU_TEST_COUNTS"
+    problem "missing data file: data/MANIFEST ($manifest)"
+    report 0
     exit 1
 fi
 
 passed=0
-failed=0
 # One line per file: "SHA256  PATH", PATH relative to the repository.
 while read -r sum path; do
     case $sum in ''|'#'*) continue ;; esac
     f=$dir/${path#data/}
     if ! test -f "$f"; then
-        echo "data-check: missing data file: $path"
+        problem "missing data file: $path"
     elif test "$(wc -c < "$f")" -gt $max; then
-        echo "data-check: over 2 MiB: $path"
+        problem "over 2 MiB: $path"
     elif test "$(sha256sum < "$f" | cut -d' ' -f1)" != "$sum"; then
-        echo "data-check: checksum differs from data/MANIFEST: $path"
+        problem "checksum differs from data/MANIFEST: $path"
     else
         passed=$((passed + 1))
-        continue
     fi
-    failed=$((failed + 1))
 done < "$manifest"
 
 # Files nobody listed: the manifest must say what the repository carries.
@@ -48,17 +64,11 @@ done < "$manifest"
     | sed 's|^\./|data/|' | sort | while read -r path; do
     if ! grep -q "  $path\$" "$manifest" \
             && ! grep -q "  $path.gz\$" "$manifest"; then
-        echo "data-check: not in data/MANIFEST: $path"
+        problem "not in data/MANIFEST: $path"
     fi
-done > "${TMPDIR:-/tmp}/data-check.$$"
-if test -s "${TMPDIR:-/tmp}/data-check.$$"; then
-    cat "${TMPDIR:-/tmp}/data-check.$$"
-    failed=$((failed + $(wc -l < "${TMPDIR:-/tmp}/data-check.$$")))
-fi
-rm -f "${TMPDIR:-/tmp}/data-check.$$"
+done
 
+failed=$(wc -l < "$problems")
 echo "data-check: $passed files good, $failed problems"
-test -z "${OVSGPU_TEST_COUNTS:-}" \
-    || printf 'passed: %d\nfailed: %d\nskipped: 0\n' $passed $failed \
-           > "$OVSGPU_TEST_COUNTS"
+report $passed
 test $failed = 0 && test $passed -gt 0

@@ -1,5 +1,6 @@
 #include "tests/test-common.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +81,7 @@ test_data_require(const char *path)
     FILE *f = fopen(path, "r");
 
     if (!f) {
+        test_note_failure("missing data file %s", path);
         fail_msg("missing data file %s (the build unpacks it from the "
                  "repository's data/; OVSGPU_DATA names another folder)",
                  path);
@@ -87,9 +89,39 @@ test_data_require(const char *path)
     fclose(f);
 }
 
-/* The skips recorded so far, as "skip: KIND: TEST: reason" lines. */
+/* The skips recorded so far, as "skip: KIND: TEST: reason" lines, and the
+ * failures noted, as "fail: reason" lines. */
 static char *skip_lines;
 static size_t n_skips;
+static char *fail_lines;
+
+/* Appends "KEY: TEXT\n" to '*lines', TEXT on one line. */
+static void
+add_line(char **lines, const char *key, char *text)
+{
+    size_t old = *lines ? strlen(*lines) : 0;
+    size_t add = strlen(key) + strlen(text) + 4;
+
+    for (char *p = text; *p; p++) {
+        if (*p == '\n') {
+            *p = ' ';
+        }
+    }
+    *lines = realloc(*lines, old + add);
+    snprintf(*lines + old, add, "%s: %s\n", key, text);
+}
+
+void
+test_note_failure(const char *format, ...)
+{
+    char reason[512];
+    va_list args;
+
+    va_start(args, format);
+    vsnprintf(reason, sizeof reason, format, args);
+    va_end(args);
+    add_line(&fail_lines, "fail", reason);
+}
 
 void
 test_note_skip(enum test_skip_kind kind, const char *test,
@@ -103,19 +135,28 @@ test_note_skip(enum test_skip_kind kind, const char *test,
     va_end(args);
     print_message("  SKIP %s: %s\n", test, reason);
 
-    /* One line per skip: no newline may come from the reason. */
-    for (char *p = reason; *p; p++) {
-        if (*p == '\n') {
-            *p = ' ';
-        }
-    }
-    const char *k = kind == TEST_SKIP_NO_GPU ? "gpu" : "oracle";
-    size_t old = skip_lines ? strlen(skip_lines) : 0;
-    size_t add = strlen(k) + strlen(test) + strlen(reason) + 16;
+    char line[1024];
 
-    skip_lines = realloc(skip_lines, old + add);
-    snprintf(skip_lines + old, add, "skip: %s: %s: %s\n", k, test, reason);
+    snprintf(line, sizeof line, "%s: %s: %s",
+             kind == TEST_SKIP_NO_GPU ? "gpu" : "oracle", test, reason);
+    add_line(&skip_lines, "skip", line);
     n_skips++;
+}
+
+size_t
+test_count_selected(const struct CMUnitTest *tests, size_t n)
+{
+    const char *filter = getenv("GPU_TEST_FILTER");
+    size_t k = 0;
+
+    if (!filter || !*filter) {
+        return n;
+    }
+    /* cmocka's filter: '*' and '?' wildcards, as fnmatch() has them. */
+    for (size_t i = 0; i < n; i++) {
+        k += !fnmatch(filter, tests[i].name, 0);
+    }
+    return k;
 }
 
 int
@@ -133,8 +174,9 @@ test_report(const char *prog, size_t n_tests, int n_failed)
             fprintf(stderr, "%s: cannot write %s\n", prog, path);
             return n_failed ? n_failed : 1;
         }
-        fprintf(f, "passed: %zu\nfailed: %zu\nskipped: %zu\n%s", passed,
-                failed, n_skips, skip_lines ? skip_lines : "");
+        fprintf(f, "passed: %zu\nfailed: %zu\nskipped: %zu\n%s%s", passed,
+                failed, n_skips, skip_lines ? skip_lines : "",
+                fail_lines ? fail_lines : "");
         if (fclose(f)) {
             fprintf(stderr, "%s: cannot write %s\n", prog, path);
             return n_failed ? n_failed : 1;

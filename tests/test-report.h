@@ -33,7 +33,8 @@ void test_data_require(const char *path);
  * with its reason, so that scripts/test-summary can name it.  The counts
  * go to the file named by $OVSGPU_TEST_COUNTS (set by tests/layer-result,
  * which runs each test program under "make check"), as "key: value"
- * lines that test-summary reads instead of the program's log. */
+ * lines that test-summary reads instead of the program's log, with a
+ * "skip:" line per skip and a "fail:" line per failure noted. */
 enum test_skip_kind {
     TEST_SKIP_NO_GPU,           /* No usable CUDA device, or no CUDA build. */
     TEST_SKIP_NO_ORACLE,        /* An optional oracle library (Hyperscan,
@@ -52,13 +53,26 @@ void test_note_skip(enum test_skip_kind, const char *test,
         skip();                                             \
     } while (0)
 
+/* Notes why the current test is about to fail (e.g. the missing file),
+ * so that test-summary can say it; the test still fails by cmocka's
+ * means. */
+void test_note_failure(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+
 /* Records the outcome of a group of 'n_tests' of which 'n_failed' failed
  * (cmocka_run_group_tests()'s result) and returns 'n_failed'. */
 int test_report(const char *prog, size_t n_tests, int n_failed);
 
+/* How many of the 'n' 'tests' run: those GPU_TEST_FILTER selects (the
+ * programs give it to cmocka_set_test_filter()), else all. */
+struct CMUnitTest;
+size_t test_count_selected(const struct CMUnitTest *tests, size_t n);
+
 /* Runs the cmocka group 'TESTS' (an array) and records its counts. */
 #define test_run_group(PROG, TESTS)                                     \
-    test_report(PROG, sizeof (TESTS) / sizeof (TESTS)[0],               \
+    test_report(PROG,                                                   \
+                test_count_selected(TESTS,                              \
+                                    sizeof (TESTS) / sizeof (TESTS)[0]), \
                 cmocka_run_group_tests(TESTS, NULL, NULL))
 
 #endif /* tests/test-report.h */

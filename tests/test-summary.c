@@ -161,11 +161,15 @@ test_failed_layer_with_misleading_log(void **state)
     put(&b, "results/test-ids.result", pass_ids);
     put(&b, "results/ovs-testsuite.result", pass_ovs);
     put(&b, "results/dpdk-smoke.result",
-        "layer: DPDK smoke\nstatus: 1\npassed: 0\nfailed: 1\nskipped: 0\n");
+        "layer: DPDK smoke\nstatus: 1\npassed: 0\nfailed: 1\nskipped: 0\n"
+        "fail: missing data file data/classbench/acl1_10000\n");
     summarize(&b, NULL);
     assert_failed(&b);
     assert_non_null(strstr(b.last, "1 failed"));
     assert_non_null(strstr(b.out, "DPDK smoke"));
+    /* What the layer said failed, e.g. which file is missing. */
+    assert_non_null(strstr(b.out, "missing data file "
+                           "data/classbench/acl1_10000"));
     build_destroy(&b);
 }
 
