@@ -137,20 +137,31 @@ check-install: ovs-build
 		status=1; \
 	fi; \
 	grep '^install check' check-install.log; \
+	$(LAYER_RESULT) record install-check "install check" $$status; \
 	exit $$status
 
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
 OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-fec.at \
 	ovs-gpu-index.at ovs-gpu-dpcls.at ovs-gpu-async.at dpif-netdev.at pmd.at
+# Each layer below leaves a record in results/ (tests/layer-result) for
+# scripts/test-summary.  Autotest keeps the folders of failed tests only,
+# so the old ones go first.
+LAYER_RESULT = $(SHELL) $(abs_srcdir)/tests/layer-result
 check-ovs: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
 		| $(abs_srcdir)/scripts/at-select $(OVS_TESTS)`; \
-	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
+	test -n "$$nums" || { echo "no OVS tests selected"; \
+		$(LAYER_RESULT) record ovs-testsuite "OVS testsuite" 1; \
+		exit 1; }; \
+	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
+		$(OVS_BUILDDIR)/tests/testsuite.log; \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"; \
 	status=$$?; \
 	cp $(OVS_BUILDDIR)/tests/testsuite.log testsuite-ovs.log; \
+	$(LAYER_RESULT) autotest ovs-testsuite "OVS testsuite" $$status \
+		$(OVS_BUILDDIR)/tests `echo $$nums | wc -w`; \
 	exit $$status
 
 # OVS's own datapath tests again, with the megaflow offload forced on for
@@ -163,8 +174,13 @@ OVS_GPU_FORCED_CONFIG = gpu-offload=true,gpu-dpcls-policy=always,gpu-dpcls-min-s
 check-ovs-offload: ovs-build
 	$(AM_V_at)nums=`cd $(OVS_BUILDDIR)/tests && ./testsuite -l \
 		| $(abs_srcdir)/scripts/at-select $(OVS_OFFLOAD_TESTS)`; \
-	test -n "$$nums" || { echo "no OVS tests selected"; exit 1; }; \
+	test -n "$$nums" || { echo "no OVS tests selected"; \
+		$(LAYER_RESULT) record ovs-testsuite-offload \
+			"OVS testsuite, offload forced" 1; \
+		exit 1; }; \
 	rm -f offload-stats.txt; \
+	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
+		$(OVS_BUILDDIR)/tests/testsuite.log; \
 	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \
 	OVS_GPU_TEST_STATS=$(abs_builddir)/offload-stats.txt \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
@@ -176,27 +192,40 @@ check-ovs-offload: ovs-build
 	           "%d lookups offloaded, %d validation mismatches\n", \
 	           used, n, lookups, mism; exit mism > 0 }' \
 		offload-stats.txt | tee -a testsuite-offload.log || status=1; \
+	$(LAYER_RESULT) autotest ovs-testsuite-offload \
+		"OVS testsuite, offload forced" $$status $(OVS_BUILDDIR)/tests \
+		`echo $$nums | wc -w`; \
 	exit $$status
 
 clean-local:
-	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check
+	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check results
 
 .PHONY: ovs-build ovs-tests-sync check-ovs check-ovs-offload
 
 # The DPDK smoke test: the demo's setup (ovs-vswitchd with DPDK pcap ports,
 # no hugepages) on a small pcap, checking what came out.
+# Built without DPDK it cannot run, and fails: "scripts/ovs-gpu test"
+# installs DPDK, and a skip would hide that configure did not find it.
 check-dpdk-smoke: ovs-build
 if HAVE_DPDK
-	$(AM_V_at)RUN=$(abs_top_builddir)/smoke $(srcdir)/scripts/demo.sh \
+	$(AM_V_at)RUN=$(abs_top_builddir)/smoke $(LAYER_RESULT) run \
+		--id dpdk-smoke --name "DPDK smoke" $(srcdir)/scripts/demo.sh \
 		$(abs_top_builddir) --smoke --count 2000 > dpdk-smoke.log 2>&1; \
 	status=$$?; tail -3 dpdk-smoke.log; exit $$status
 else
-	@echo "DPDK smoke test skipped: built without DPDK" | tee dpdk-smoke.log
+	@echo "DPDK smoke test FAILED: built without DPDK" | tee dpdk-smoke.log
+	@$(LAYER_RESULT) record dpdk-smoke "DPDK smoke" 1
+	@exit 1
 endif
 
 # One after the other: both keep cores busy (PMD threads), and OVS's
 # tests have timeouts.  Both run even if the first fails.
+CHECK_LOCAL_LAYERS = ovs-testsuite ovs-testsuite-offload dpdk-smoke \
+	dpcls-peer install-check
 check-local:
+	$(AM_V_at)for l in $(CHECK_LOCAL_LAYERS); do \
+		rm -f results/$$l.result; \
+	done
 	$(AM_V_at)status=0; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \

@@ -40,7 +40,7 @@ bench_classifier_bench_ovs_SOURCES = \
 	tests/classifier-classbench.c \
 	tests/classifier-classbench.h
 bench_classifier_bench_ovs_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
-	$(GPU_CLASSIFIER_DATA_CPPFLAGS) -DOVS_DPCLS_PEER
+	-DOVS_DPCLS_PEER
 bench_classifier_bench_ovs_LDADD = bench/libovsdpclspeer.a \
 	gpu_classifier/libgpuclassifier.a gpu_runtime/libgpuruntime.a \
 	$(OVS_LIBOPENVSWITCH) `cat bench/ovs-libs.txt` $(CUDA_LIBS)
@@ -63,5 +63,7 @@ check-dpcls-peer: bench/classifier-bench-ovs
 		echo "dpcls peer check FAILED" >> dpcls-peer-check.log; \
 	fi; \
 	grep -E 'ovs dpcls|MISMATCH|FAILED|passed' dpcls-peer-check.log; \
+	$(SHELL) $(abs_srcdir)/tests/layer-result record dpcls-peer \
+		"OVS dpcls peer check" $$status; \
 	exit $$status
 .PHONY: check-dpcls-peer

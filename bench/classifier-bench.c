@@ -216,9 +216,12 @@ make_classbench(struct ruleset *rs, const char *set, size_t n_keys,
         snprintf(path, sizeof path, "%s/classbench/%s.gz", cb_data_dir(),
                  set);
         if (cb_load_filters(path, &filters, &n_filters)) {
-            fprintf(stderr, "classifier-bench: skipping %s: cannot read %s "
-                    "(set OVSGPU_SHARED_DATA)\n", set, path);
-            return false;
+            /* The sets are in the repository: a missing one is an error,
+             * by name, not a benchmark quietly run on fewer sets. */
+            fprintf(stderr, "classifier-bench: missing data file "
+                    "%s/classbench/%s (nor %s) (OVSGPU_DATA names another "
+                    "folder)\n", cb_data_dir(), set, path);
+            exit(1);
         }
     }
     snprintf(tpath, sizeof tpath, "%s/classbench/%s_trace.gz",

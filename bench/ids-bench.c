@@ -363,7 +363,7 @@ int
 main(int argc, char **argv)
 {
     char default_rules[1024];
-    const char *data_dir = getenv("OVSGPU_SHARED_DATA");
+    const char *data_dir = getenv("OVSGPU_DATA");
     const char *rules = NULL;
     size_t n_packets = 262144, batch = 65536;
     double match_frac = 0.01;
@@ -410,8 +410,7 @@ main(int argc, char **argv)
     if (!rules) {
         snprintf(default_rules, sizeof default_rules,
                  "%s/snort-community/community.rules",
-                 data_dir && *data_dir ? data_dir
-                                       : OVSGPU_DEFAULT_SHARED_DATA);
+                 data_dir && *data_dir ? data_dir : OVSGPU_DEFAULT_DATA);
         rules = default_rules;
     }
     if (!n_packets || !batch || iters < 1 || threads < 1) {

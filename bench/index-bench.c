@@ -6,7 +6,7 @@
  * attribute, as in the seed), for WAH and PLWAH:
  *   - uniform random values of cardinality 2^8 .. 2^16 (the seed's sweep);
  *   - real header fields (address bytes, ports, protocol, TCP flags) drawn
- *     from the ClassBench traces in ../shared/data/classbench.
+ *     from the ClassBench traces in data/classbench.
  * Each on the same values:
  *   - the CUDA builder kernel-only (values resident on the device, result
  *     left there: GPU_INDEX_BUILD_RESIDENT), and end-to-end (pinned values
@@ -323,16 +323,24 @@ static void
 load_classbench(void)
 {
     static const char *names[] = { "acl1", "fw1", "ipc1" };
-    const char *d = getenv("OVSGPU_SHARED_DATA");
+    const char *d = getenv("OVSGPU_DATA");
     size_t cap = 0;
 
-    d = d && *d ? d : OVSGPU_DEFAULT_SHARED_DATA;
+    d = d && *d ? d : OVSGPU_DEFAULT_DATA;
     for (size_t i = 0; i < 3; i++) {
-        char cmd[1200], line[256];
+        char cmd[1200], path[1024], line[256];
         FILE *f;
 
-        snprintf(cmd, sizeof cmd, "gzip -dc '%s/classbench/%s_10000_trace.gz'"
-                 " 2>/dev/null", d, names[i]);
+        /* The traces are in the repository: a missing one is an error, by
+         * name, not a benchmark quietly run on fewer headers. */
+        snprintf(path, sizeof path, "%s/classbench/%s_10000_trace.gz", d,
+                 names[i]);
+        if (access(path, R_OK)) {
+            fprintf(stderr, "index-bench: missing data file %s (OVSGPU_DATA "
+                    "names another folder)\n", path);
+            exit(1);
+        }
+        snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
         f = popen(cmd, "r");
         while (f && fgets(line, sizeof line, f)) {
             unsigned long long s, t, sp, dp, pr, fl;

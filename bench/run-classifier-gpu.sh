@@ -27,8 +27,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     | tee -a "$OUT/summary.txt"
 
 echo '#define HAVE_CUDA 1' > "$B/config.h"
+# The ClassBench data travels with the working tree (data/).
+scripts/unpack-data.sh "$B/data"
 CFLAGS="-O2 -g -std=gnu11 -Wall -include $B/config.h -I$B -I. -I$CUDA/include \
- -I$DEPS/usr/include -DOVSGPU_DEFAULT_SHARED_DATA=\"$PWD/shared/data\""
+ -I$DEPS/usr/include -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 build() {
     set -e
     $NVCC -arch=sm_90 -O3 -Xcompiler -fPIC -include "$B/config.h" -I"$B" -I. \
@@ -36,12 +38,14 @@ build() {
         -o "$B/classifier-cuda.o" 2> "$B/nvcc-resource-usage.txt"
     for f in gpu_classifier/classifier.c gpu_classifier/classifier-cpu.c \
              tests/test-classifier.c tests/classifier-classbench.c \
-             gpu_runtime/gpu-runtime.c bench/classifier-bench.c; do
+             tests/test-common.c gpu_runtime/gpu-runtime.c \
+             bench/classifier-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/classifier.o $B/classifier-cpu.o $B/classifier-cuda.o \
           $B/classifier-classbench.o $B/gpu-runtime.o"
-    gcc -o "$B/test-classifier" "$B/test-classifier.o" $LIBS \
+    gcc -o "$B/test-classifier" "$B/test-classifier.o" "$B/test-common.o" \
+        $LIBS \
         -L"$DEPS/usr/lib/x86_64-linux-gnu" -L"$CUDA/lib64" \
         -lcmocka -lcudart -lpthread -lstdc++
     gcc -o "$B/classifier-bench" "$B/classifier-bench.o" $LIBS \
@@ -52,12 +56,6 @@ if ! (build) > "$OUT/build.log" 2>&1; then
     log "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1
 fi
 log "built"
-
-# ClassBench data: ../shared/data beside the checkout does not travel to a
-# device machine, so the caller carries a copy in .deps/data.
-for d in "$PWD/.deps/data" "$PWD/shared/data" "$PWD/../shared/data"; do
-    [ -d "$d/classbench" ] && export OVSGPU_SHARED_DATA=$d && break
-done
 
 for step in $steps; do
     case $step in

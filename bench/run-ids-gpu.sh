@@ -8,8 +8,8 @@
 # The device machine has no cmocka or Hyperscan: they come from unpacked
 # Debian packages the caller carries, cmocka in .devdeps/root (libcmocka0,
 # libcmocka-dev) and Hyperscan in .devdeps-ids/root (libhyperscan5,
-# libhyperscan-dev), with a copy of the community rules in
-# .devdeps-ids/data/snort-community/.
+# libhyperscan-dev); the community rules travel with the working tree
+# (data/snort-community).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ids-gpu-out}
@@ -33,12 +33,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
 log "$(nproc) CPU cores: $(grep -m1 'model name' /proc/cpuinfo)"
 
 printf '#define HAVE_CUDA 1\n#define HAVE_HYPERSCAN 1\n' > "$B/config.h"
-for d in "$PWD/.devdeps-ids/data" "$PWD/../shared/data"; do
-    [ -f "$d/snort-community/community.rules" ] && DATA=$d && break
-done
-export OVSGPU_SHARED_DATA=${DATA:-$PWD/../shared/data}
+scripts/unpack-data.sh "$B/data"
 CFLAGS="-O2 -g -std=gnu11 -Wall -I$B -I. -I$CUDA/include -I$CM/usr/include \
- -I$HS/usr/include/hs -DOVSGPU_DEFAULT_SHARED_DATA=\"$OVSGPU_SHARED_DATA\""
+ -I$HS/usr/include/hs -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 build() {
     set -e
     $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC -I"$B" -I. \

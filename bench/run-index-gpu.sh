@@ -20,8 +20,8 @@
 #       libzstd1 libgpg-error0
 #   for d in lib[!cdpr]*.deb libcap2*.deb; do
 #       dpkg -x $d $OLDPWD/.devdeps-index/fallback; done
-#   cd - && mkdir -p .devdeps-index/data/classbench
-#   cp ../shared/data/classbench/*_trace.gz .devdeps-index/data/classbench/
+#
+# The ClassBench traces travel with the working tree (data/classbench).
 #
 # Run: carry [".devdeps-index"], command "bench/run-index-gpu.sh".
 set -u
@@ -51,13 +51,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
     --format=csv,noheader | tee -a "$OUT/summary.txt"
 log "$(nproc) CPU cores: $(grep -m1 'model name' /proc/cpuinfo)"
 
-for d in "$PWD/.devdeps-index/data" "$PWD/../shared/data"; do
-    [ -d "$d/classbench" ] && DATA=$d && break
-done
-export OVSGPU_SHARED_DATA=${DATA:-$PWD/../shared/data}
+scripts/unpack-data.sh "$B/data"
 printf '#define HAVE_CUDA 1\n#define HAVE_ROARING 1\n' > "$B/config.h"
 CFLAGS="-O2 -g -std=gnu11 -Wall -I$B -I. -I$CUDA/include -I$DD/usr/include \
- -DOVSGPU_DEFAULT_SHARED_DATA=\"$OVSGPU_SHARED_DATA\""
+ -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 build() {
     set -e
     $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC -I"$B" -I. \

@@ -31,7 +31,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
 log "$(nproc) CPU cores: $(grep -m1 'model name' /proc/cpuinfo)"
 
 printf '#define HAVE_CUDA 1\n' > "$B/config.h"
-CFLAGS="-O2 -g -std=gnu11 -Wall -I$B -I. -I$CUDA/include -I$CM/usr/include"
+# test-re's real text is the repository's (data/), unpacked here.
+scripts/unpack-data.sh "$B/data"
+CFLAGS="-O2 -g -std=gnu11 -Wall -I$B -I. -I$CUDA/include -I$CM/usr/include \
+ -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 have_cmocka=no
 [ -f "$CM/usr/include/cmocka.h" ] && have_cmocka=yes
 build() {

@@ -12,20 +12,17 @@ if HAVE_CUDA
 gpu_classifier_libgpuclassifier_a_SOURCES += gpu_classifier/classifier-cuda.cu
 endif
 
-# Where the tests and the benchmark find ../shared/data (ClassBench); the
-# environment variable OVSGPU_SHARED_DATA overrides it at run time.
-GPU_CLASSIFIER_DATA_CPPFLAGS = \
-	-DOVSGPU_DEFAULT_SHARED_DATA='"$(abs_top_srcdir)/../shared/data"'
-
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-classifier
 TESTS += tests/test-classifier
 tests_test_classifier_SOURCES = \
 	tests/test-classifier.c \
 	tests/classifier-classbench.c \
-	tests/classifier-classbench.h
-tests_test_classifier_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
-	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
+	tests/classifier-classbench.h \
+	tests/test-common.c \
+	tests/test-common.h \
+	tests/test-report.h
+tests_test_classifier_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_test_classifier_LDADD = gpu_classifier/libgpuclassifier.a \
 	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(CUDA_LIBS)
 endif
@@ -35,8 +32,7 @@ bench_classifier_bench_SOURCES = \
 	bench/classifier-bench.c \
 	tests/classifier-classbench.c \
 	tests/classifier-classbench.h
-bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
-	$(GPU_CLASSIFIER_DATA_CPPFLAGS)
+bench_classifier_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 bench_classifier_bench_LDADD = gpu_classifier/libgpuclassifier.a \
 	gpu_runtime/libgpuruntime.a $(CUDA_LIBS)
 

@@ -8,7 +8,7 @@ Writes M datapath flows (ovs-appctl dpctl/add-flow arguments, one per
 line) with M distinct masks, and a pcap whose packets hit them in random
 order, so that EMC and SMC miss and every lookup searches the megaflow
 classifier: the shape of a Tuple Space Explosion attack, as used for the
-stock OVS baseline (../shared/BASELINES.md).
+stock OVS baseline (docs/BASELINES.md).
 
 Flow i owns the disjoint source block 10.x.y.0/24 and its mask combines a
 source prefix of /24 to /32, a destination prefix of /1 to /32 and an

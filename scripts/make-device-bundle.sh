@@ -24,9 +24,9 @@ for f in "$DIR"/bin/* "$DIR"/pmds/*; do
     ldd "$f" | awk '/=> \// { print $3 }'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
     | while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
-# The IDS switch benchmark's rules (the GPU machine has no ../shared).
+# The IDS switch benchmark's rules, as the build unpacked them from the
+# repository's data/.
 mkdir -p "$DIR/data"
-cp "$(dirname "$0")/../../shared/data/snort-community/community.rules" \
-    "$DIR/data/" 2>/dev/null || true
+cp "$BUILD/data/snort-community/community.rules" "$DIR/data/"
 strip --strip-unneeded "$DIR"/bin/* "$DIR"/lib/* "$DIR"/pmds/* 2>/dev/null || true
 du -sh "$DIR"

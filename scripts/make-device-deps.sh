@@ -5,15 +5,15 @@
 #
 #   .devdeps/         cmocka + Debian's openvswitch.tar.gz
 #                     (scripts/device-run.sh build test)
-#   .devdeps-ids/     Hyperscan + the Snort community rules
-#                     (bench/run-ids-gpu.sh)
+#   .devdeps-ids/     Hyperscan (bench/run-ids-gpu.sh)
 #   .devdeps-parity/  cmocka, Jerasure, gf-complete, ISA-L
 #                     (bench/run-parity-gpu.sh)
-#   .devdeps-index/   cmocka, libpcap, CRoaring + ClassBench traces
-#                     (bench/run-index-gpu.sh)
-#   .deps/data/       ClassBench sets (scripts/device-run.sh ovs-bench)
+#   .devdeps-index/   cmocka, libpcap, CRoaring (bench/run-index-gpu.sh)
 #   .devbench/        the OVS programs of a DPDK build with the plugin
 #                     (switch benchmarks; needs BUILD, default _build)
+#
+# The test data (ClassBench, Snort community rules) is in the repository
+# (data/) and travels with the working tree.
 #
 # A run carries at most 64 MiB: see docs/PERFORMANCE.md for which folders
 # go with which call.
@@ -21,7 +21,6 @@
 #   scripts/make-device-deps.sh [BUILD]
 set -e
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-SHARED=${OVSGPU_SHARED_DATA:-$SRC/../shared/data}
 BUILD=${1:-$SRC/_build}
 cd "$SRC"
 
@@ -52,8 +51,6 @@ unpack .devdeps libcmocka0 libcmocka-dev
 cp /usr/src/openvswitch/openvswitch.tar.gz .devdeps/
 
 unpack .devdeps-ids libhyperscan5 libhyperscan-dev
-mkdir -p .devdeps-ids/data
-cp -r "$SHARED/snort-community" .devdeps-ids/data/
 
 # run-parity-gpu.sh unpacks debs/ itself on the device.
 rm -rf .devdeps-parity && mkdir -p .devdeps-parity/debs
@@ -63,15 +60,9 @@ rm -rf .devdeps-parity && mkdir -p .devdeps-parity/debs
 
 unpack .devdeps-index libcmocka0 libcmocka-dev libpcap0.8 libpcap0.8-dev \
     libdbus-1-3 libroaring0 libroaring-dev
-mkdir -p .devdeps-index/data/classbench
-cp "$SHARED"/classbench/*_trace.gz .devdeps-index/data/classbench/
-
-# classifier-bench's ClassBench sets (scripts/device-run.sh ovs-bench).
-mkdir -p .deps/data
-cp -r "$SHARED/classbench" .deps/data/
 
 if test -x "$BUILD/ovs/vswitchd/ovs-vswitchd"; then
     "$SRC/scripts/make-device-bundle.sh" "$BUILD" .devbench
 fi
-du -sh .devdeps .devdeps-ids .devdeps-parity .devdeps-index .deps .devbench \
+du -sh .devdeps .devdeps-ids .devdeps-parity .devdeps-index .devbench \
     2>/dev/null

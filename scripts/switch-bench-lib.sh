@@ -1,7 +1,7 @@
 # Shared by the switch benchmarks (bench-dpcls-switch.sh,
 # bench-ids-switch.sh): one ovs-vswitchd with DPDK without hugepages, one
 # PMD thread on the last core, port p0 a net_pcap replaying a pcap
-# forever, p1 a net_null sink (as in ../shared/BASELINES.md).  Sourced,
+# forever, p1 a net_null sink (as in docs/BASELINES.md).  Sourced,
 # not run.
 #
 # The OVS programs come from PATH (a build's ovs/ folders, or a bundle

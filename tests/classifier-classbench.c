@@ -9,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef OVSGPU_DEFAULT_SHARED_DATA
-#define OVSGPU_DEFAULT_SHARED_DATA "../shared/data"
+#ifndef OVSGPU_DEFAULT_DATA
+#define OVSGPU_DEFAULT_DATA "data"
 #endif
 
 const char *
 cb_data_dir(void)
 {
-    const char *env = getenv("OVSGPU_SHARED_DATA");
+    const char *env = getenv("OVSGPU_DATA");
 
-    return env && *env ? env : OVSGPU_DEFAULT_SHARED_DATA;
+    return env && *env ? env : OVSGPU_DEFAULT_DATA;
 }
 
 static FILE *

@@ -2,7 +2,7 @@
  * ClassBench filter sets and header traces for the classifier's tests and
  * benchmark.
  *
- * Facts about the files in ../shared/data/classbench that this code relies
+ * Facts about the files in data/classbench that this code relies
  * on, checked by brute force against the 10K sets and their traces:
  *
  *   - A trace line's last number is the 0-based index of the filter the
@@ -45,8 +45,8 @@ struct cb_rule {
     uint32_t filter;            /* Index of the filter it came from. */
 };
 
-/* The folder with the shared data: $OVSGPU_SHARED_DATA, else the build's
- * default (top_srcdir/../shared/data), else ../shared/data. */
+/* The folder with the test data: $OVSGPU_DATA, else the build tree's
+ * data/ (OVSGPU_DEFAULT_DATA, made by "make" from the repository's). */
 const char *cb_data_dir(void);
 
 /* Reads 'path' (gzip'd if it ends in .gz).  Returns 0 or an errno value;

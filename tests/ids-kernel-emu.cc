@@ -34,8 +34,10 @@
  *       -o /tmp/ids-emu/ids-kernel-emu
  *   /tmp/ids-emu/ids-kernel-emu [seed] [community.rules]
  *
- * The community case is skipped, saying so, without the rules file
- * (default: $OVSGPU_SHARED_DATA/snort-community/community.rules).
+ * Without the rules file the community case fails, naming it (default:
+ * $OVSGPU_DATA/snort-community/community.rules, else
+ * data/snort-community/community.rules in the current folder: the build
+ * tree's, unpacked by "make" from the repository's).
  */
 #include <config.h>
 
@@ -567,7 +569,8 @@ test_community(const char *path, int n_packets)
     FILE *f = fopen(path, "r");
 
     if (!f) {
-        printf("community: SKIP, cannot read %s\n", path);
+        /* The rules are in the repository: missing means broken. */
+        CHECK(false, "missing data file %s", path);
         return;
     }
     fclose(f);
@@ -652,9 +655,9 @@ int
 main(int argc, char **argv)
 {
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
-    const char *dir = getenv("OVSGPU_SHARED_DATA");
+    const char *dir = getenv("OVSGPU_DATA");
     std::string path = argc > 2 ? argv[2]
-                       : std::string(dir && *dir ? dir : "../shared/data")
+                       : std::string(dir && *dir ? dir : "data")
                          + "/snort-community/community.rules";
 
     printf("seed %" PRIu64 "\n", seed);

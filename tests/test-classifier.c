@@ -9,9 +9,9 @@
  *                       failure.
  *   GPU_CLS_BACKEND     cpu | cuda | all (default: every backend usable
  *                       here).  "cuda" without a device fails.
- *   OVSGPU_SHARED_DATA  folder holding classbench/ (default
- *                       top_srcdir/../shared/data); ClassBench cases are
- *                       skipped, saying so, if it is missing.
+ *   OVSGPU_DATA         folder holding classbench/ (default: the build
+ *                       tree's data/, made from the repository's); a
+ *                       missing set fails its case, naming the file.
  *   GPU_TEST_QUICK      if set, smaller random cases.
  *   GPU_TEST_FILTER     run only tests whose names match this pattern
  *                       (cmocka's filter: '*' and '?' wildcards).
@@ -33,6 +33,7 @@
 
 #include "gpu_classifier/gpu-classifier.h"
 #include "tests/classifier-classbench.h"
+#include "tests/test-report.h"
 
 static uint64_t master_seed;
 static enum gpu_cls_backend backends[2];
@@ -1094,11 +1095,14 @@ classbench_one(enum gpu_cls_backend be, const char *name)
              name);
     snprintf(tpath, sizeof tpath, "%s/classbench/%s_10000_trace.gz",
              cb_data_dir(), name);
-    if (cb_load_filters(fpath, &filters, &n_filters)
-        || cb_load_trace(tpath, &trace, &n_trace)) {
-        print_message("  SKIP ClassBench %s: cannot read %s or %s (set "
-                      "OVSGPU_SHARED_DATA)\n", name, fpath, tpath);
-        skip();
+    /* The sets are in the repository: a missing one fails, by name. */
+    test_data_require(fpath);
+    test_data_require(tpath);
+    if (cb_load_filters(fpath, &filters, &n_filters)) {
+        fail_msg("cannot read ClassBench filters %s", fpath);
+    }
+    if (cb_load_trace(tpath, &trace, &n_trace)) {
+        fail_msg("cannot read ClassBench trace %s", tpath);
     }
     assert_int_equal(cb_expand(filters, n_filters, &rules, &n_rules), 0);
     if (quick && n_trace > 10000) {
@@ -1249,7 +1253,7 @@ main(void)
     if (filter && *filter) {
         cmocka_set_test_filter(filter);
     }
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = test_run_group("test-classifier", tests);
     if (rc) {
         printf("test-classifier: FAILED; rerun with GPU_TEST_SEED=0x%016"
                PRIx64 "\n", master_seed);

@@ -2,12 +2,14 @@
  * What the unit tests of every ovs-gpu library share: the random seed,
  * printed so that a failure can be replayed (GPU_TEST_SEED=0x...), and
  * the choice of backends to run (an environment variable set to "cpu",
- * "cuda" or "all"; unset is "all").
+ * "cuda" or "all"; unset is "all"); where the test data is; and the
+ * record of skips and counts that scripts/test-summary reads.
  */
 #ifndef TESTS_TEST_COMMON_H
 #define TESTS_TEST_COMMON_H 1
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Random numbers: splitmix64, small and reproducible from one seed. */
@@ -52,5 +54,8 @@ uint64_t test_seed_init(const char *prog);
 int test_backends_from_env(const char *prog, const char *var,
                            bool cuda_available, int cpu, int cuda,
                            int backends[2]);
+
+/* Test data, skips and counts: tests/test-report.h. */
+#include "tests/test-report.h"
 
 #endif /* tests/test-common.h */

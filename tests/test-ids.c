@@ -10,9 +10,10 @@
  *                       Always printed; failing cases print their seed.
  *   GPU_IDS_BACKEND     cpu | cuda | all (default: every backend usable
  *                       here).  "cuda" without a device fails.
- *   OVSGPU_SHARED_DATA  folder holding snort-community/ (default
- *                       top_srcdir/../shared/data); the community-rule
- *                       cases are skipped, saying so, if it is missing.
+ *   OVSGPU_DATA         folder holding snort-community/community.rules
+ *                       (default: the build tree's data/, unpacked from
+ *                       the repository's); a missing file fails the
+ *                       community-rule cases, naming it.
  *   GPU_TEST_FILTER     run only tests whose names match this pattern.
  */
 #include <config.h>
@@ -53,21 +54,9 @@ case_seed(uint64_t a, uint64_t b)
 }
 
 static const char *
-data_dir(void)
-{
-    const char *d = getenv("OVSGPU_SHARED_DATA");
-
-    return d && *d ? d : OVSGPU_DEFAULT_SHARED_DATA;
-}
-
-static const char *
 community_path(void)
 {
-    static char path[1024];
-
-    snprintf(path, sizeof path, "%s/snort-community/community.rules",
-             data_dir());
-    return path;
+    return test_data_path("snort-community/community.rules");
 }
 
 static struct gpu_ids_ruleset *
@@ -77,14 +66,9 @@ load_community(bool commented, bool partial)
                                       .commented = commented };
     struct gpu_ids_ruleset *rs = NULL;
     char err[512];
-    FILE *f = fopen(community_path(), "r");
 
-    if (!f) {
-        print_message("  SKIP: cannot read %s (set OVSGPU_SHARED_DATA)\n",
-                      community_path());
-        return NULL;
-    }
-    fclose(f);
+    /* The rules are in the repository: a missing file fails, by name. */
+    test_data_require(community_path());
     int error = gpu_ids_ruleset_load_file(community_path(), &o, &rs, err,
                                           sizeof err);
     if (error) {
@@ -335,9 +319,7 @@ test_community_counts(void **state)
     /* Active rules only, strict: every one of the 545 active community
      * rules uses "flow", which a per-packet scan cannot honour. */
     rs = load_community(false, false);
-    if (!rs) {
-        skip();
-    }
+    assert_non_null(rs);
     gpu_ids_ruleset_get_stats(rs, &s);
     print_message("  strict: %u rules, %u loaded, %u skipped\n", s.n_rules,
                   s.n_loaded, s.n_skipped);
@@ -405,9 +387,7 @@ test_community_known_rules(void **state)
     struct gpu_ids_content_info ci;
     uint32_t idx;
 
-    if (!rs) {
-        skip();
-    }
+    assert_non_null(rs);
 
     /* sid 118: alert tcp $HOME_NET 666 -> $EXTERNAL_NET any
      *   content:"Remote|3A| "; depth:11; nocase;
@@ -1013,9 +993,7 @@ test_community_random(void **state)
     struct rng r = { seed };
     size_t n_packets = 120;
 
-    if (!rs) {
-        skip();
-    }
+    assert_non_null(rs);
     uint32_t np = gpu_ids_ruleset_n_patterns(rs);
     struct pkts p;
     pkts_init(&p, n_packets + 1, n_packets * 1500 + 1);
@@ -1081,17 +1059,14 @@ static void
 test_hyperscan_oracle(void **state)
 {
 #ifndef HAVE_HYPERSCAN
-    print_message("  SKIP: built without Hyperscan (apt-get install "
-                  "libhyperscan-dev and re-run configure)\n");
-    skip();
+    test_skip(TEST_SKIP_NO_ORACLE, "built without Hyperscan (apt-get "
+              "install libhyperscan-dev and re-run configure)");
 #else
     struct gpu_ids_ruleset *rs = load_community(true, true);
     uint64_t seed = case_seed(4, 0);
     struct rng r = { seed };
 
-    if (!rs) {
-        skip();
-    }
+    assert_non_null(rs);
     uint32_t np = gpu_ids_ruleset_n_patterns(rs);
     const char **exprs = calloc(np, sizeof *exprs);
     size_t *lens = calloc(np, sizeof *lens);
@@ -1388,7 +1363,7 @@ main(void)
     if (filter && *filter) {
         cmocka_set_test_filter(filter);
     }
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = test_run_group("test-ids", tests);
     if (rc) {
         printf("test-ids: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
                "\n", master_seed);

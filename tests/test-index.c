@@ -407,8 +407,8 @@ static void
 test_cpu_vs_cuda(void **state)
 {
     if (!have_cuda) {
-        printf("test-index: no CUDA device: CPU versus CUDA skipped\n");
-        skip();
+        test_skip(TEST_SKIP_NO_GPU, "no CUDA device: CPU versus CUDA not "
+                  "compared");
     }
     uint32_t n = 3000017, *v = malloc(n * sizeof *v);
     struct gpu_index_builder *c = make_builder(GPU_INDEX_BACKEND_CPU, n);
@@ -817,8 +817,8 @@ test_roaring_oracle(void **state)
     free(rows);
     gpu_index_builder_destroy(b);
 #else
-    printf("test-index: CRoaring not built in, oracle skipped\n");
-    skip();
+    test_skip(TEST_SKIP_NO_ORACLE, "built without CRoaring (apt-get "
+              "install libroaring-dev and re-run configure)");
 #endif
 }
 
@@ -1337,7 +1337,7 @@ main(void)
     if (filter && *filter) {
         cmocka_set_test_filter(filter);
     }
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = test_run_group("test-index", tests);
     if (rc) {
         printf("test-index: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
                "\n", master_seed);

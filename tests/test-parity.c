@@ -277,8 +277,8 @@ test_matrix_oracle(void **state)
     }
     print_message("  %u coding matrices equal Jerasure's\n", n);
 #else
-    print_message("  SKIP: built without Jerasure (HAVE_JERASURE)\n");
-    skip();
+    test_skip(TEST_SKIP_NO_ORACLE, "built without Jerasure (apt-get "
+              "install libjerasure-dev and re-run configure)");
 #endif
 }
 
@@ -341,8 +341,8 @@ test_encode_oracle(void **state)
     }
     print_message("  %u random codes encode as Jerasure does\n", n);
 #else
-    print_message("  SKIP: built without Jerasure (HAVE_JERASURE)\n");
-    skip();
+    test_skip(TEST_SKIP_NO_ORACLE, "built without Jerasure (apt-get "
+              "install libjerasure-dev and re-run configure)");
 #endif
 }
 
@@ -667,10 +667,9 @@ test_backends_identical(void **state)
 {
     (void) state;
     if (!cuda_here || n_backends < 2) {
-        print_message("  SKIP: needs the CPU and CUDA backends (%s)\n",
-                      cuda_here ? "GPU_PARITY_BACKEND names one"
-                                : "no usable CUDA device here");
-        skip();
+        test_skip(TEST_SKIP_NO_GPU, "needs the CPU and CUDA backends (%s)",
+                  cuda_here ? "GPU_PARITY_BACKEND names one"
+                            : "no usable CUDA device here");
     }
     struct rng r = rng_for(6, 0);
     for (int i = 0; i < 40; i++) {
@@ -992,7 +991,7 @@ main(void)
     if (filter && *filter) {
         cmocka_set_test_filter(filter);
     }
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = test_run_group("test-parity", tests);
     if (rc) {
         printf("test-parity: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
                "\n", master_seed);

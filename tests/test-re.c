@@ -17,7 +17,7 @@
 /*
  * Tests of gpu_services/re/: chunking against a plain bit-serial Rabin
  * reference written here (not re-inline.h) on random data and on real
- * files under /usr/share; the CPU and CUDA chunkers against each other;
+ * text (the repository's Snort community rules); the CPU and CUDA chunkers against each other;
  * encode then decode byte-exact over many packets with cache wrap-around
  * and epochs; loss, reordering and duplication never give wrong bytes;
  * malformed shims refused; the packet helpers on IPv4/IPv6 TCP/UDP frames
@@ -28,11 +28,13 @@
  *                     Always printed; failures print the case's seed.
  *   GPU_RE_BACKEND    cpu | cuda | all (default: every backend usable
  *                     here).  "cuda" without a device fails.
+ *   OVSGPU_DATA       folder holding snort-community/community.rules
+ *                     (default: the build tree's data/); a missing file
+ *                     fails, naming it.
  *   GPU_TEST_FILTER   run only tests whose names match this pattern.
  */
 #include <config.h>
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,50 +73,31 @@ fill_random(struct rng *r, uint8_t *p, size_t n)
     }
 }
 
-/* ---- Real data: files under /usr/share. ---- */
+/* ---- Real data: text from the repository. ----
+ *
+ * The Snort community rules (test data the build unpacks from the
+ * repository's data/): real text, as a web page or a mail would carry,
+ * from the repository so that every machine tests the same bytes. */
 
-static int
-cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *) a, *(char *const *) b);
-}
+#define REAL_TEXT "snort-community/community.rules"
 
-/* Reads up to 'max' bytes from regular files in 'dir' (sorted by name),
- * into a malloc'd buffer; '*n' gets the size (0 if none). */
+/* Reads up to 'max' bytes of REAL_TEXT into a malloc'd buffer; '*n' gets
+ * the size.  Fails the test, naming the file, if it cannot be read. */
 static uint8_t *
-read_dir_files(const char *dir, size_t max, size_t *n)
+read_real_text(size_t max, size_t *n)
 {
-    DIR *d = opendir(dir);
-    char *names[512];
-    size_t nn = 0, i;
+    const char *path = test_data_path(REAL_TEXT);
     uint8_t *buf = malloc(max);
-    struct dirent *de;
+    FILE *f;
 
-    *n = 0;
-    if (!d || !buf) {
-        if (d) {
-            closedir(d);
-        }
-        return buf;
-    }
-    while ((de = readdir(d)) && nn < 512) {
-        if (de->d_name[0] != '.') {
-            names[nn++] = strdup(de->d_name);
-        }
-    }
-    closedir(d);
-    qsort(names, nn, sizeof *names, cmp_str);
-    for (i = 0; i < nn; i++) {
-        char path[1024];
-        FILE *f;
-
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        f = fopen(path, "rb");
-        if (f) {
-            *n += fread(buf + *n, 1, max - *n, f);
-            fclose(f);
-        }
-        free(names[i]);
+    test_data_require(path);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_non_null(buf);
+    *n = fread(buf, 1, max, f);
+    fclose(f);
+    if (*n < max && *n < 4096) {
+        fail_msg("%s: only %zu bytes", path, *n);
     }
     return buf;
 }
@@ -305,24 +288,18 @@ static void
 test_reference_real(void **state)
 {
     size_t n;
-    uint8_t *p = read_dir_files("/usr/share/common-licenses", 256 * 1024,
-                                &n);
+    uint8_t *p = read_real_text(256 * 1024, &n);
 
-    if (n < 4096) {
-        free(p);
-        print_message("  SKIP: no files in /usr/share/common-licenses\n");
-        skip();
-    }
-    print_message("  %zu bytes of /usr/share/common-licenses\n", n);
+    print_message("  %zu bytes of %s\n", n, REAL_TEXT);
     for (size_t k = 0; k < sizeof ref_params / sizeof ref_params[0]; k++) {
         /* Text in payload-sized pieces, and one long stretch. */
         size_t lim = k == 1 ? 16384 : n;
 
         for (size_t o = 0; o + 1460 <= lim; o += 1460 * 7) {
-            check_against_ref(&ref_params[k], p + o, 1460, "licenses");
+            check_against_ref(&ref_params[k], p + o, 1460, "real text");
         }
         check_against_ref(&ref_params[k], p, lim < 65535 ? lim : 65535,
-                          "licenses (long)");
+                          "real text (long)");
     }
     free(p);
 }
@@ -394,8 +371,7 @@ test_backends_identical(void **state)
         { 64, 8, 64, 4096 }, { 20, 5, 8, 200 }, { 32, 8, 1, 1 },
     };
     size_t lic_n;
-    uint8_t *lic = read_dir_files("/usr/share/common-licenses", 1 << 20,
-                                  &lic_n);
+    uint8_t *lic = read_real_text(1 << 20, &lic_n);
 
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         uint64_t seed = case_seed(2, k);
@@ -481,8 +457,7 @@ static void
 make_trace(struct trace *t, struct rng *r, size_t n_docs, size_t max_pay)
 {
     size_t lic_n;
-    uint8_t *lic = read_dir_files("/usr/share/common-licenses", 1 << 20,
-                                  &lic_n);
+    uint8_t *lic = read_real_text(1 << 20, &lic_n);
     uint8_t *doc = malloc(70000);
 
     memset(t, 0, sizeof *t);
@@ -1342,7 +1317,7 @@ main(void)
     if (filter && *filter) {
         cmocka_set_test_filter(filter);
     }
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = test_run_group("test-re", tests);
     if (rc) {
         printf("test-re: FAILED; rerun with GPU_TEST_SEED=0x%016" PRIx64
                "\n", master_seed);

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "gpu_runtime/gpu-runtime.h"
+#include "tests/test-common.h"
 
 static void
 test_discovery(void **state)
@@ -227,5 +228,5 @@ main(void)
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_status_strings),
     };
-    return cmocka_run_group_tests_name("gpu_runtime", tests, NULL, NULL);
+    return test_run_group("test-runtime", tests);
 }

@@ -14,19 +14,13 @@ if HAVE_CUDA
 gpu_services_ids_libgpuids_a_SOURCES += gpu_services/ids/ids-cuda.cu
 endif
 
-# Where the tests and the benchmark find ../shared/data (the Snort
-# community rules); the environment variable OVSGPU_SHARED_DATA overrides
-# it at run time.
-GPU_IDS_DATA_CPPFLAGS = \
-	-DOVSGPU_DEFAULT_SHARED_DATA='"$(abs_top_srcdir)/../shared/data"'
-
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-ids
 TESTS += tests/test-ids
 tests_test_ids_SOURCES = tests/test-ids.c tests/test-common.c \
 	tests/test-common.h
 tests_test_ids_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
-	$(HYPERSCAN_CFLAGS) $(GPU_IDS_DATA_CPPFLAGS)
+	$(HYPERSCAN_CFLAGS)
 tests_test_ids_LDADD = gpu_services/ids/libgpuids.a \
 	gpu_runtime/libgpuruntime.a $(CMOCKA_LIBS) $(HYPERSCAN_LIBS) \
 	$(CUDA_LIBS)
@@ -34,7 +28,6 @@ endif
 
 noinst_PROGRAMS += bench/ids-bench
 bench_ids_bench_SOURCES = bench/ids-bench.c
-bench_ids_bench_CPPFLAGS = $(AM_CPPFLAGS) $(HYPERSCAN_CFLAGS) \
-	$(GPU_IDS_DATA_CPPFLAGS)
+bench_ids_bench_CPPFLAGS = $(AM_CPPFLAGS) $(HYPERSCAN_CFLAGS)
 bench_ids_bench_LDADD = gpu_services/ids/libgpuids.a \
 	gpu_runtime/libgpuruntime.a $(HYPERSCAN_LIBS) $(CUDA_LIBS)

@@ -16,10 +16,6 @@ if HAVE_CUDA
 gpu_services_index_libgpuindex_a_SOURCES += gpu_services/index/index-cuda.cu
 endif
 
-# Where the benchmark finds ../shared/data (the ClassBench traces); the
-# environment variable OVSGPU_SHARED_DATA overrides it at run time.
-GPU_INDEX_DATA_CPPFLAGS = \
-	-DOVSGPU_DEFAULT_SHARED_DATA='"$(abs_top_srcdir)/../shared/data"'
 GPU_INDEX_LIBS = gpu_services/index/libgpuindex.a \
 	gpu_runtime/libgpuruntime.a $(PCAP_LIBS) $(CUDA_LIBS) -lpthread
 
@@ -35,8 +31,7 @@ endif
 
 noinst_PROGRAMS += bench/index-bench
 bench_index_bench_SOURCES = bench/index-bench.c
-bench_index_bench_CPPFLAGS = $(AM_CPPFLAGS) $(ROARING_CFLAGS) \
-	$(GPU_INDEX_DATA_CPPFLAGS)
+bench_index_bench_CPPFLAGS = $(AM_CPPFLAGS) $(ROARING_CFLAGS)
 bench_index_bench_LDADD = $(GPU_INDEX_LIBS) $(ROARING_LIBS)
 
 EXTRA_DIST += bench/run-index-gpu.sh docs/INDEX-NOTES.md
