@@ -1131,11 +1131,16 @@ test_packets(void **state)
     print_message("  %zu frames: %zu shims, %zu raw, %zu passed; %zu -> %zu "
                   "bytes on the link; %" PRIu64 " hits\n", t.n, n_shim,
                   n_raw, n_pass, bytes_in, bytes_out, es.hits);
-    assert_true(n_shim > t.n / 4);
+    /* With the repository's rule text as the documents, 22-33% of the
+     * frames repeat a chunk and the link carries 64-75% of the bytes
+     * (12 seeds); a quarter was the bound for /usr/share's texts and
+     * failed one seed in twelve.  An encoder that stops finding repeats
+     * still fails these. */
+    assert_true(n_shim > t.n / 8);
     assert_true(n_pass > 0);
     assert_int_equal(ds.undecodable, 0);
     assert_int_equal(es.passed, ds.passed);
-    assert_true(bytes_out < bytes_in);
+    assert_true(bytes_out < bytes_in * 9 / 10);
 
     /* A corrupted shim frame is refused, never delivered wrong. */
     gpu_re_encoder_resync(e);
