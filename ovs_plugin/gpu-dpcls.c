@@ -150,6 +150,7 @@ struct gpu_dpcls_ticket {
 struct gpu_dpcls_slot {
     enum gpu_dpcls_slot_state state;
     int status;                     /* With SLOT_DONE: GPU_OK or error. */
+    bool error_counted;             /* 'status' logged and counted. */
     unsigned int n_keys;
     unsigned int n_tickets;         /* Handed out. */
     unsigned int n_pending;         /* Handed out and not finished. */
@@ -1186,6 +1187,7 @@ gpu_dpcls_lookup_submit(void *aux, struct dpcls *cls OVS_UNUSED,
         slot->state = SLOT_GATHERING;
         slot->n_keys = slot->n_tickets = slot->n_pending = 0;
         slot->cpu_ns = 0;
+        slot->error_counted = false;
         slot->gather_ns = start;
         view->gathering = slot;
     }
@@ -1301,9 +1303,9 @@ gpu_dpcls_lookup_finish(void *aux, struct dpcls *cls, void *ticket_,
             slot->state = SLOT_FREE;
         }
         /* Counted once per call, not per burst: the first to see it. */
-        if (slot->status != GPU_ERR_INVALID) {
+        if (!slot->error_counted) {
             gpu_dpcls_device_error(gd, slot->status, cnt);
-            slot->status = GPU_ERR_INVALID;
+            slot->error_counted = true;
         } else {
             stat_add(&gd->stats.fallbacks, cnt);
         }
