@@ -185,7 +185,9 @@ it_init(struct run_iter *it, const uint32_t *w, size_t n, bool plwah)
 {
     memset(it, 0, sizeof *it);
     it->w = w;
-    it->end = w + n;
+    /* An empty result bitmap has no words at all (NULL): even "NULL + 0"
+     * is undefined in C, and UBSan stops on it. */
+    it->end = n ? w + n : w;
     it->plwah = plwah;
 }
 

@@ -1,0 +1,27 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/* Fuzzing hook: see plugin-hooks.h. */
+#include "ovs_plugin/gpu-actions.c"
+
+#include "tests/fuzz/plugin-hooks.h"
+
+char *
+fuzz_actions_check(bool index, const char *args)
+{
+    return gpu_actions_check(index ? GPU_SERVICE_INDEX : GPU_SERVICE_IDS,
+                             args);
+}
