@@ -108,7 +108,9 @@ struct fec_hdr {
     uint8_t magic;              /* FEC_MAGIC. */
     uint8_t flags;              /* FEC_F_*. */
     uint8_t k, m;
-    ovs_be32 group;
+    /* Only 16-bit aligned: the header follows the 14-byte Ethernet
+     * header, so a 32-bit field read in place would be misaligned. */
+    ovs_16aligned_be32 group;
     uint8_t index;              /* 0 .. k-1 data, k .. k+m-1 parity. */
     uint8_t n_data;             /* Parity: data packets in the group. */
     ovs_be16 reserved;          /* Zero. */
@@ -573,10 +575,10 @@ fec_encode_close(struct fec_inst *inst, struct fec_out *out)
             .flags = FEC_F_PARITY,
             .k = inst->k,
             .m = inst->m,
-            .group = htonl(inst->group),
             .index = inst->k + j,
             .n_data = inst->n,
         };
+        put_16aligned_be32(&hdr.group, htonl(inst->group));
         fec_put_header(dp_packet_data(pp[j]), &inst->dst, &inst->src, &hdr);
         fec_emit(inst, out, pp[j]);
     }
@@ -690,9 +692,9 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             .magic = FEC_MAGIC,
             .k = inst->k,
             .m = inst->m,
-            .group = htonl(inst->group),
             .index = inst->n,
         };
+        put_16aligned_be32(&hdr.group, htonl(inst->group));
         dp_packet_resize_l2(packet, FEC_HLEN);
         fec_put_header(dp_packet_data(packet), &inst->dst, &inst->src,
                        &hdr);
@@ -968,7 +970,8 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         if (parity) {
             inst->n_parity++;
         }
-        g = fec_group_get(inst, ntohl(hdr->group), hdr->k, hdr->m, now);
+        g = fec_group_get(inst, ntohl(get_16aligned_be32(&hdr->group)),
+                          hdr->k, hdr->m, now);
         if (g->k != hdr->k || g->m != hdr->m
             || (parity && g->n_data_known && g->n_data != hdr->n_data)) {
             inst->n_malformed++;

@@ -49,6 +49,9 @@ tests/fuzz/obj/%.o: $(srcdir)/%.c tests/fuzz/cfg/config.h
 FUZZ_OVS_CPPFLAGS = -I$(OVS_BUILDDIR) -I$(OVS_BUILDDIR)/include \
 	-I$(OVS_BUILDDIR)/lib -I$(OVS_BUILDDIR)/vswitchd -I$(top_srcdir) \
 	-DOVS_GPU_VERSION='"$(PACKAGE_VERSION)"'
+if HAVE_DPDK
+FUZZ_OVS_CPPFLAGS += $(DPDK_CFLAGS)
+endif
 # OVS must be built first (its generated headers, its library); for work
 # on the targets alone, "make FUZZ_OVS_DEP= OVS_BUILDDIR=DIR" uses another
 # build tree's OVS as it is.
@@ -80,6 +83,7 @@ FUZZ_CLASSIFIER = tests/fuzz/obj/gpu_classifier/classifier.o \
 # The plugin: its sources whose parsers the targets reach go in through
 # the hooks (plugin-hooks.h), the others as they are.
 FUZZ_PLUGIN = tests/fuzz/obj-ovs/ovs_plugin/gpu-dpcls.o \
+	tests/fuzz/obj-ovs/tests/fuzz/ovs-stubs.o \
 	tests/fuzz/obj-ovs/tests/fuzz/hook-actions.o \
 	tests/fuzz/obj-ovs/tests/fuzz/hook-fec.o \
 	tests/fuzz/obj-ovs/tests/fuzz/hook-ids.o \
@@ -151,7 +155,7 @@ fuzz-clean:
 
 EXTRA_DIST += tests/fuzz/automake.mk tests/fuzz/fuzz-targets.sh \
 	tests/fuzz/fuzzer.h tests/fuzz/plugin-hooks.h tests/fuzz/re-traffic.h \
-	tests/fuzz/index-records.h \
+	tests/fuzz/index-records.h tests/fuzz/ovs-stubs.c \
 	$(addsuffix .c,$(FUZZ_TARGETS)) \
 	$(wildcard $(srcdir)/tests/fuzz/hook-*.c $(srcdir)/tests/fuzz/*.dict \
 		$(srcdir)/tests/fuzz/corpus/*/*)
