@@ -229,7 +229,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct gpu_index_segment_index seg;
     uint64_t *offsets, t0, t1;
     struct fuzz_reader r;
-    const uint8_t *idx = NULL, *pcap = NULL;
+    const uint8_t *idx = (const uint8_t *) "", *pcap = idx;
     size_t idx_len = 0, pcap_len = 0;
     uint8_t flags, *copy;
     char err[256];
@@ -254,8 +254,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(copy + idx_len - IDX_TRAILER, &crc, 4);
     }
     if (!write_file(idx_path, copy, idx_len)
-        || !write_file(pcap_path, pcap ? pcap : (const uint8_t *) "",
-                       pcap_len)) {
+        || !write_file(pcap_path, pcap, pcap_len)) {
         abort();
     }
     free(copy);
