@@ -31,6 +31,7 @@
 
 #include "ovs_plugin/gpu-index-service.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,24 +95,35 @@ index_store_destroy(struct index_store *st)
     }
 }
 
-/* Parses a byte count with an optional K, M or G suffix. */
+/* Parses a byte count with an optional K, M or G suffix.  A count that
+ * does not fit in 64 bits is refused: strtoull() would saturate it and
+ * the shift would wrap it, and either would silently give a different
+ * limit (a wrapped retention of 0 means "keep everything"). */
 static bool
 parse_size(const char *s, uint64_t *out)
 {
-    char *end;
     unsigned long long v;
+    int shift = 0;
+    char *end;
 
     if (*s < '0' || *s > '9') {
         return false;
     }
+    errno = 0;
     v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'K': case 'k': v <<= 10; end++; break;
-    case 'M': case 'm': v <<= 20; end++; break;
-    case 'G': case 'g': v <<= 30; end++; break;
+    if (errno) {
+        return false;
     }
-    *out = v;
-    return !*end;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    }
+    if (*end || v > UINT64_MAX >> shift) {
+        return false;
+    }
+    *out = (uint64_t) v << shift;
+    return true;
 }
 
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]

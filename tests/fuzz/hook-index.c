@@ -17,7 +17,65 @@
 /* Fuzzing hook: see plugin-hooks.h. */
 #include "ovs_plugin/gpu-index-service.c"
 
+#include <stdio.h>
+
 #include "tests/fuzz/plugin-hooks.h"
+
+/* An independent reading of a size "N[KMG]": false if it is not one or
+ * does not fit in 64 bits. */
+static bool
+checked_size(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    int shift = 0;
+
+    if (*s < '0' || *s > '9') {
+        return false;
+    }
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - (*s - '0')) / 10) {
+            return false;
+        }
+        v = v * 10 + (*s - '0');
+    }
+    shift = (*s == 'K' || *s == 'k' ? 10 : *s == 'M' || *s == 'm' ? 20
+             : *s == 'G' || *s == 'g' ? 30 : 0);
+    s += shift > 0;
+    if (*s || v > UINT64_MAX >> shift) {
+        return false;
+    }
+    *out = v << shift;
+    return true;
+}
+
+/* Checks that a value index_parse_config() took says what it got: every
+ * retention size fits, and the last one given is the one in effect. */
+static void
+check_sizes(const char *value, const struct gpu_index_recorder_config *cfg)
+{
+    char *copy = xstrdup(value), *save_ptr = NULL, *item;
+    bool have = false;
+    uint64_t v, last = 0;
+
+    for (item = strtok_r(copy, ",", &save_ptr); item;
+         item = strtok_r(NULL, ",", &save_ptr)) {
+        if (!strncmp(item, "retention=", 10)) {
+            if (!checked_size(item + 10, &v)) {
+                fprintf(stderr, "\"%s\" was taken, but \"%s\" does not "
+                        "fit in 64 bits\n", value, item);
+                abort();
+            }
+            have = true;
+            last = v;
+        }
+    }
+    if (have && cfg->retention_bytes != last) {
+        fprintf(stderr, "\"%s\": retention %"PRIu64", expected %"PRIu64
+                "\n", value, cfg->retention_bytes, last);
+        abort();
+    }
+    free(copy);
+}
 
 char *
 fuzz_index_parse_config(const char *value)
@@ -31,6 +89,7 @@ fuzz_index_parse_config(const char *value)
         if (!dir || dir[0] != '/' || cfg.dir != dir) {
             abort();
         }
+        check_sizes(value, &cfg);
         free(dir);
     }
     return error;
