@@ -226,8 +226,20 @@ struct fec_coder {
 static struct hmap coders = HMAP_INITIALIZER(&coders);
 static struct ovs_mutex coders_mutex = OVS_MUTEX_INITIALIZER;
 
+/* The decoder learns k and m from the frames, so without a bound the wire
+ * could name every pair with k + m <= GPU_PARITY_MAX_CHUNKS, about 32000
+ * coders kept forever, the largest holding megabytes of matrices and each
+ * built in a PMD thread.  Beyond this many coders made for the decoder,
+ * groups of a new (k, m) are not rebuilt (and time out, counted lost);
+ * encoders, configured by the operator, always get theirs. */
+#define FEC_MAX_WIRE_CODERS 16
+static size_t n_wire_coders OVS_GUARDED_BY(coders_mutex);
+
+/* Returns the coder for (k, m), made if need be, or NULL with a message in
+ * '*errorp' (if nonnull).  'from_wire': for the decoder, on the k and m a
+ * frame gave. */
 static struct gpu_parity *
-fec_coder_get(unsigned int k, unsigned int m, char **errorp)
+fec_coder_get(unsigned int k, unsigned int m, bool from_wire, char **errorp)
 {
     uint32_t hash = hash_2words(k, m);
     struct gpu_parity *coder = NULL;
@@ -242,6 +254,14 @@ fec_coder_get(unsigned int k, unsigned int m, char **errorp)
             coder = c->coder;
             goto out;
         }
+    }
+    if (from_wire && n_wire_coders >= FEC_MAX_WIRE_CODERS) {
+        if (errorp) {
+            *errorp = xasprintf("k=%u,m=%u: the decoder already uses %d "
+                                "codes, its most", k, m,
+                                FEC_MAX_WIRE_CODERS);
+        }
+        goto out;
     }
     gpu_parity_config_init(&cfg, k, m);
     cfg.packetsize = FEC_PACKETSIZE;
@@ -267,6 +287,7 @@ fec_coder_get(unsigned int k, unsigned int m, char **errorp)
     c->m = m;
     c->coder = coder;
     hmap_insert(&coders, &c->node, hash);
+    n_wire_coders += from_wire;
 out:
     ovs_mutex_unlock(&coders_mutex);
     return coder;
@@ -413,7 +434,7 @@ fec_check(const char *args, bool encoder)
         return NULL;
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, &error);
+        inst->coder = fec_coder_get(inst->k, inst->m, false, &error);
         if (!inst->coder) {
             ovs_mutex_unlock(&instances_mutex);
             free(inst);
@@ -853,7 +874,16 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
         return;
     }
 
-    struct gpu_parity *coder = fec_coder_get(g->k, g->m, NULL);
+    char *error = NULL;
+    struct gpu_parity *coder = fec_coder_get(g->k, g->m, true, &error);
+    if (!coder) {
+        VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
+                     "(%s)", inst->args, g->id, error);
+        free(error);
+        inst->n_errors++;
+        /* Left to time out, and counted lost then. */
+        return;
+    }
     for (unsigned int i = 0; i < g->k + g->m; i++) {
         if (i >= g->n_data && i < g->k) {
             pkts[i] = empty;    /* Beyond a short group: empty packets. */
@@ -873,9 +903,7 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
             rebuilt[i] = dp_packet_data(rp[i]);
         }
     }
-    status = coder ? gpu_parity_pkt_decode(coder, pkts, lens, rebuilt,
-                                           out_lens)
-                   : GPU_PARITY_ERR_CODE;
+    status = gpu_parity_pkt_decode(coder, pkts, lens, rebuilt, out_lens);
     for (unsigned int i = 0; i < g->n_data; i++) {
         if (!rp[i]) {
             continue;

@@ -45,7 +45,7 @@ inst_create(const char *args, bool encoder)
         abort();
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, NULL);
+        inst->coder = fec_coder_get(inst->k, inst->m, false, NULL);
         inst->group = 0x5eed0000;
     }
     inst->encoder = encoder;
@@ -75,6 +75,26 @@ inst_destroy(struct fec_inst *inst)
     }
     for (size_t i = 0; i < inst->n_pending; i++) {
         dp_packet_delete(inst->pending[i]);
+    }
+    if (!inst->encoder) {
+        struct fec_coder *c;
+
+        if (hmap_count(&coders) > FEC_MAX_WIRE_CODERS) {
+            /* Every frame may name another k and m: what they make the
+             * decoder keep must stay bounded. */
+            fprintf(stderr, "%"PRIuSIZE" coders kept\n",
+                    hmap_count(&coders));
+            abort();
+        }
+        /* The next input starts without them, so that it reproduces
+         * alone (no encoder uses them here). */
+        ovs_mutex_lock(&coders_mutex);
+        HMAP_FOR_EACH_POP (c, node, &coders) {
+            gpu_parity_destroy(c->coder);
+            free(c);
+        }
+        n_wire_coders = 0;
+        ovs_mutex_unlock(&coders_mutex);
     }
     for (unsigned int i = 0; i < inst->n; i++) {
         free(inst->frames[i]);
