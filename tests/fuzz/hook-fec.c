@@ -86,14 +86,20 @@ inst_destroy(struct fec_inst *inst)
                     hmap_count(&coders));
             abort();
         }
-        /* The next input starts without them, so that it reproduces
-         * alone (no encoder uses them here). */
+        /* Coders are kept from one input to the next, as ovs-vswitchd
+         * keeps them (building one costs more than most inputs), but
+         * never more than half the bound: an input naming up to half of
+         * FEC_MAX_WIRE_CODERS codes then behaves as it would alone, and
+         * one naming more still meets the bound.  (No encoder uses them
+         * here.) */
         ovs_mutex_lock(&coders_mutex);
-        HMAP_FOR_EACH_POP (c, node, &coders) {
-            gpu_parity_destroy(c->coder);
-            free(c);
+        if (n_wire_coders >= FEC_MAX_WIRE_CODERS / 2) {
+            HMAP_FOR_EACH_POP (c, node, &coders) {
+                gpu_parity_destroy(c->coder);
+                free(c);
+            }
+            n_wire_coders = 0;
         }
-        n_wire_coders = 0;
         ovs_mutex_unlock(&coders_mutex);
     }
     for (unsigned int i = 0; i < inst->n; i++) {
