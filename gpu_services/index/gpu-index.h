@@ -350,6 +350,11 @@ void gpu_index_recorder_pause(struct gpu_index_recorder *, bool pause);
 struct gpu_index_recorder_stats {
     uint64_t submitted, dropped, recorded;
     uint64_t segments_written, segments_deleted;
+    /* At create, from segments a crash left without an index: */
+    uint64_t segments_recovered;        /* Indexed anew, records kept. */
+    uint64_t records_recovered;
+    uint64_t bytes_cut;         /* Of records cut short, truncated off. */
+    uint64_t segments_set_aside;        /* Unreadable: renamed *.damaged. */
     uint64_t pcap_bytes, index_bytes;  /* Of segments on disk now. */
     uint64_t build_ns;          /* Spent building indexes. */
     uint64_t build_rows;        /* Rows indexed (per attribute). */
@@ -358,6 +363,10 @@ struct gpu_index_recorder_stats {
 
 void gpu_index_recorder_get_stats(struct gpu_index_recorder *,
                                   struct gpu_index_recorder_stats *);
+
+/* What gpu_index_recorder_create() found and did about segments left by a
+ * crash, one line per segment ("" if nothing), for the caller's log. */
+const char *gpu_index_recorder_recovery_log(const struct gpu_index_recorder *);
 
 /* Runs 'expr' over every complete segment in 'dir'.  Each match is
  * written to 'out' as one line (time, protocol, source:port ->
