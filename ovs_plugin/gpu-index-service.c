@@ -17,7 +17,11 @@
 /* The packet recorder service: gpu_index(store=NAME[,snaplen=N]).
  *
  * Stores come from OVSDB, other_config:gpu-index-store-NAME=DIR[,OPTIONS],
- * so they survive restarts.  Each is a gpu_index_recorder: the PMD thread
+ * so they survive restarts.  DIR is relative to other_config:gpu-index-dir
+ * (default "gpu-index" in OVS's database directory) and may not leave it,
+ * the way netdev-dpdk confines vhost-sock-dir: whoever may write
+ * other_config should not thereby choose any path of a process that runs
+ * as root.  Each is a gpu_index_recorder: the PMD thread
  * only copies frames into its staging ring (never blocking: a full ring
  * drops and counts), and the recorder's own thread writes pcap segments
  * and builds their bitmap indexes on the plugin's backend.  Queries from
@@ -36,6 +40,7 @@
 #include <string.h>
 
 #include "cmap.h"
+#include "dirs.h"
 #include "dp-packet.h"
 #include "hash.h"
 #include "openvswitch/dynamic-string.h"
@@ -54,6 +59,8 @@
 VLOG_DEFINE_THIS_MODULE(gpu_index_service);
 
 #define STORE_KEY_PREFIX "gpu-index-store-"
+#define BASE_KEY "gpu-index-dir"
+#define BASE_DEFAULT "gpu-index"
 
 struct index_store {
     struct cmap_node node;      /* In 'stores', by hash of 'name'. */
@@ -68,6 +75,9 @@ static struct cmap stores = CMAP_INITIALIZER;
 static struct ovs_mutex index_mutex = OVS_MUTEX_INITIALIZER;
 static struct shash seen_config OVS_GUARDED_BY(index_mutex)
     = SHASH_INITIALIZER(&seen_config);
+/* The folder stores live in: absolute, without "..".  NULL until the
+ * first configuration. */
+static char *index_base OVS_GUARDED_BY(index_mutex);
 
 static struct index_store *
 index_store_find(const char *name)
@@ -114,13 +124,25 @@ parse_size(const char *s, uint64_t *out)
     return !*end;
 }
 
+/* True if 'path' has a ".." component. */
+static bool
+path_climbs(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")); p += 2) {
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]
  * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]" into 'cfg'
- * (whose 'dir' points into '*dirp', malloc()'d).  Returns NULL or a
- * malloc()'d error. */
+ * (whose 'dir', 'base'/DIR, points to '*dirp', malloc()'d).  Returns NULL
+ * or a malloc()'d error. */
 static char *
-index_parse_config(const char *value, struct gpu_index_recorder_config *cfg,
-                   char **dirp)
+index_parse_config(const char *value, const char *base,
+                   struct gpu_index_recorder_config *cfg, char **dirp)
 {
     char *copy = xstrdup(value);
     char *save_ptr = NULL;
@@ -129,12 +151,13 @@ index_parse_config(const char *value, struct gpu_index_recorder_config *cfg,
 
     gpu_index_recorder_config_init(cfg);
     *dirp = NULL;
-    if (!item || item[0] != '/') {
-        error = xasprintf("\"%s\": expected an absolute directory, then "
-                          "options", value);
+    if (!item || item[0] == '/' || path_climbs(item)) {
+        error = xasprintf("\"%s\": expected a directory relative to "
+                          "other_config:"BASE_KEY" (%s), without \"..\", "
+                          "then options", value, base);
         goto out;
     }
-    *dirp = xstrdup(item);
+    *dirp = xasprintf("%s/%s", base, item);
     cfg->dir = *dirp;
     while ((item = strtok_r(NULL, ",", &save_ptr))) {
         char *eq = strchr(item, '=');
@@ -189,7 +212,8 @@ out:
 }
 
 static struct index_store *
-index_store_create(const char *name, const char *value, char **errorp)
+index_store_create(const char *name, const char *value, const char *base,
+                   char **errorp)
 {
     struct gpu_index_recorder_config cfg;
     struct index_store *st;
@@ -197,7 +221,7 @@ index_store_create(const char *name, const char *value, char **errorp)
     char *dir;
     int device, status;
 
-    *errorp = index_parse_config(value, &cfg, &dir);
+    *errorp = index_parse_config(value, base, &cfg, &dir);
     if (*errorp) {
         return NULL;
     }
@@ -222,7 +246,78 @@ index_store_create(const char *name, const char *value, char **errorp)
     st->config = xstrdup(value);
     st->dir = dir;
     st->created_ms = time_wall_msec();
+
+    /* A crash left segments open: say what became of them. */
+    const char *log = gpu_index_recorder_recovery_log(st->recorder);
+    while (*log) {
+        size_t len = strcspn(log, "\n");
+
+        VLOG_WARN("store %s: %.*s", name, (int) len, log);
+        log += len + (log[len] == '\n');
+    }
     return st;
+}
+
+/* Resolves other_config:gpu-index-dir: absolute, or relative to OVS's
+ * database directory.  Returns NULL or a malloc()'d error. */
+static char *
+index_base_resolve(const struct smap *other_config, char **basep)
+{
+    const char *value = smap_get_def(other_config, BASE_KEY, BASE_DEFAULT);
+
+    *basep = NULL;
+    if (!value[0] || path_climbs(value)) {
+        return xasprintf("other_config:"BASE_KEY"=\"%s\": expected a "
+                         "directory without \"..\"", value);
+    }
+    *basep = (value[0] == '/' ? xstrdup(value)
+              : xasprintf("%s/%s", ovs_dbdir(), value));
+    return NULL;
+}
+
+/* Replaces (or adds, if 'old' is NULL) store 'name'.  The old recorder is
+ * gone before the new one opens the folder: it holds the folder's lock,
+ * and its open segment must be closed, not taken for one a crash left.
+ * The new settings were parsed already, so what can still fail here
+ * (the folder) restores the old settings. */
+static void
+index_store_replace(const char *name, struct index_store *old,
+                    const char *value, const char *base)
+{
+    struct index_store *st;
+    char *error;
+
+    if (old) {
+        cmap_remove(&stores, &old->node, hash_string(name, 0));
+        ovsrcu_synchronize();
+    }
+    char *old_config = old ? xstrdup(old->config) : NULL;
+    char *old_base = old ? xstrdup(index_base) : NULL;
+    index_store_destroy(old);
+
+    st = index_store_create(name, value, base, &error);
+    if (!st) {
+        VLOG_WARN("other_config:"STORE_KEY_PREFIX"%s: %s; %s", name, error,
+                  old_config ? "keeping the previous store settings"
+                             : "the store is not open");
+        free(error);
+        if (old_config) {
+            st = index_store_create(name, old_config, old_base, &error);
+            if (!st) {
+                VLOG_ERR("store %s: cannot reopen with its previous "
+                         "settings either: %s", name, error);
+                free(error);
+            }
+        }
+    } else {
+        VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
+                  st->dir);
+    }
+    if (st) {
+        cmap_insert(&stores, &st->node, hash_string(name, 0));
+    }
+    free(old_config);
+    free(old_base);
 }
 
 void
@@ -230,19 +325,36 @@ gpu_index_service_set_config(const struct smap *other_config)
 {
     struct smap_node *node;
     struct shash_node *snode;
+    bool base_changed;
+    char *base, *error;
 
     ovs_mutex_lock(&index_mutex);
+    error = index_base_resolve(other_config, &base);
+    if (error) {
+        VLOG_WARN("%s; %s", error, index_base ? "keeping the previous one"
+                                              : "using the default");
+        free(error);
+        free(base);
+        base = index_base ? xstrdup(index_base)
+                          : xasprintf("%s/"BASE_DEFAULT, ovs_dbdir());
+    }
+    base_changed = index_base && strcmp(base, index_base);
+    if (base_changed) {
+        VLOG_INFO("stores now in %s (were in %s)", base, index_base);
+    }
+
     SMAP_FOR_EACH (node, other_config) {
+        struct gpu_index_recorder_config cfg;
         const char *name, *seen;
-        struct index_store *st, *old;
-        char *error;
+        struct index_store *old;
+        char *dir;
 
         if (strncmp(node->key, STORE_KEY_PREFIX, strlen(STORE_KEY_PREFIX))) {
             continue;
         }
         name = node->key + strlen(STORE_KEY_PREFIX);
         seen = shash_find_data(&seen_config, name);
-        if (seen && !strcmp(seen, node->value)) {
+        if (seen && !strcmp(seen, node->value) && !base_changed) {
             continue;
         }
         free(shash_replace(&seen_config, name, xstrdup(node->value)));
@@ -252,22 +364,24 @@ gpu_index_service_set_config(const struct smap *other_config)
             continue;
         }
         old = index_store_find(name);
-        st = index_store_create(name, node->value, &error);
-        if (!st) {
+        /* Settings that do not parse never close the store that runs. */
+        error = index_parse_config(node->value, base, &cfg, &dir);
+        free(dir);
+        if (error) {
             VLOG_WARN("other_config:%s: %s; %s", node->key, error,
                       old ? "keeping the previous store settings"
                           : "the store is not open");
             free(error);
+            if (old && base_changed) {
+                /* The running settings, in the new base folder. */
+                char *config = xstrdup(old->config);
+
+                index_store_replace(name, old, config, base);
+                free(config);
+            }
             continue;
         }
-        VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
-                  st->dir);
-        if (old) {
-            cmap_replace(&stores, &old->node, &st->node, hash_string(name, 0));
-            ovsrcu_postpone(index_store_destroy, old);
-        } else {
-            cmap_insert(&stores, &st->node, hash_string(name, 0));
-        }
+        index_store_replace(name, old, node->value, base);
     }
     SHASH_FOR_EACH_SAFE (snode, &seen_config) {
         char *key = xasprintf(STORE_KEY_PREFIX "%s", snode->name);
@@ -283,6 +397,8 @@ gpu_index_service_set_config(const struct smap *other_config)
         }
         free(key);
     }
+    free(index_base);
+    index_base = base;
     ovs_mutex_unlock(&index_mutex);
 }
 
@@ -374,6 +490,7 @@ index_format_store(struct ds *s, struct index_store *st)
 
     gpu_index_recorder_get_stats(st->recorder, &rs);
     ds_put_format(s, "store %s: %s\n", st->name, st->config);
+    ds_put_format(s, "  folder: %s\n", st->dir);
     ds_put_format(s, "  index builder: %s\n", rs.backend);
     ds_put_format(s, "  packets: %"PRIu64" submitted, %"PRIu64" recorded, %"
                   PRIu64" dropped (ring full)\n", rs.submitted, rs.recorded,
@@ -383,6 +500,20 @@ index_format_store(struct ds *s, struct index_store *st)
                   rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0);
     ds_put_format(s, "  segments: %"PRIu64" written, %"PRIu64" deleted\n",
                   rs.segments_written, rs.segments_deleted);
+    if (rs.segments_recovered || rs.segments_set_aside) {
+        ds_put_format(s, "  left by a crash: %"PRIu64" segments recovered "
+                      "(%"PRIu64" records, %"PRIu64" bytes cut short), %"
+                      PRIu64" set aside\n", rs.segments_recovered,
+                      rs.records_recovered, rs.bytes_cut,
+                      rs.segments_set_aside);
+        const char *log = gpu_index_recorder_recovery_log(st->recorder);
+        while (*log) {
+            size_t len = strcspn(log, "\n");
+
+            ds_put_format(s, "    %.*s\n", (int) len, log);
+            log += len + (log[len] == '\n');
+        }
+    }
     ds_put_format(s, "  on disk: %"PRIu64" bytes of pcap, %"PRIu64" bytes of "
                   "index (%.1f%%)\n", rs.pcap_bytes, rs.index_bytes,
                   rs.pcap_bytes ? 100.0 * rs.index_bytes / rs.pcap_bytes

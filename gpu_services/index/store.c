@@ -1334,6 +1334,7 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                                   == GPU_INDEX_BACKEND_CUDA);
     }
     recover_store(r);
+    apply_retention(r);         /* Counts what is on disk, too. */
     /* Go on after the newest segment already there. */
     n = list_segments(r->dir, &segs);
     if (n > 0 && segs[n - 1].seq > r->seq) {
