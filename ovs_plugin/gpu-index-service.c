@@ -69,6 +69,7 @@ struct index_store {
     char *dir;
     long long int created_ms;
     struct gpu_index_recorder *recorder;
+    atomic_uint64_t logged_fallbacks;   /* Build fallbacks logged so far. */
 };
 
 static struct cmap stores = CMAP_INITIALIZER;
@@ -473,11 +474,54 @@ index_run(const char *args, struct gpu_service_batch *b)
     }
 }
 
+/* Index builds happen in the recorders' own threads, inside the library,
+ * which cannot log: the timer hook says when a device failed some. */
+static void
+index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    static atomic_llong next_ms = 0;
+    long long int now = time_msec(), next;
+    struct index_store *st;
+
+    /* Ten times a second is enough, by whichever thread comes first. */
+    atomic_read_relaxed(&next_ms, &next);
+    if (now < next
+        || !atomic_compare_exchange_strong(&next_ms, &next, now + 100)) {
+        return;
+    }
+    CMAP_FOR_EACH (st, node, &stores) {
+        struct gpu_index_recorder_stats rs;
+        uint64_t logged;
+
+        gpu_index_recorder_get_stats(st->recorder, &rs);
+        atomic_read_relaxed(&st->logged_fallbacks, &logged);
+        if (rs.build_fallbacks > logged
+            && atomic_compare_exchange_strong(&st->logged_fallbacks,
+                                              &logged, rs.build_fallbacks)) {
+            VLOG_WARN_RL(&rl, "store %s: %"PRIu64" index builds failed on "
+                         "the device; built on the CPU", st->name,
+                         rs.build_fallbacks - logged);
+        }
+    }
+}
+
+void
+gpu_index_service_inject_fault(int error, unsigned int n)
+{
+    struct index_store *st;
+
+    CMAP_FOR_EACH (st, node, &stores) {
+        gpu_index_recorder_inject_fault(st->recorder, error, n);
+    }
+}
+
 const struct gpu_service_impl gpu_index_service_impl = {
     .type = GPU_SERVICE_INDEX,
     .stage_payloads = false,
     .check = index_check,
     .run = index_run,
+    .timers_run = index_timers_run,
 };
 
 /* -------------------------------------------------------------- appctl. */
@@ -500,6 +544,8 @@ index_format_store(struct ds *s, struct index_store *st)
                   rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0);
     ds_put_format(s, "  segments: %"PRIu64" written, %"PRIu64" deleted\n",
                   rs.segments_written, rs.segments_deleted);
+    ds_put_format(s, "  device faults: %"PRIu64" index builds done on the "
+                  "CPU\n", rs.build_fallbacks);
     if (rs.segments_recovered || rs.segments_set_aside) {
         ds_put_format(s, "  left by a crash: %"PRIu64" segments recovered "
                       "(%"PRIu64" records, %"PRIu64" bytes cut short), %"

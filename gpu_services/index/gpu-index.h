@@ -169,6 +169,13 @@ int gpu_index_build(struct gpu_index_builder *, const uint32_t *values,
                     struct gpu_index_build_times *times);
 uint64_t gpu_index_builder_fallbacks(const struct gpu_index_builder *);
 
+/* Test only: the next 'n' builds fail as a device would, with 'error'
+ * (GPU_ERR_DEVICE or GPU_ERR_DEVICE_NOMEM), before they reach the backend,
+ * and are finished on the CPU (and counted) as real device failures are.
+ * Any thread. */
+void gpu_index_builder_inject_fault(struct gpu_index_builder *, int error,
+                                    unsigned int n);
+
 /* ---- Records and attributes. ---- */
 
 #define GPU_INDEX_NO_VLAN 0xffff
@@ -358,11 +365,16 @@ struct gpu_index_recorder_stats {
     uint64_t pcap_bytes, index_bytes;  /* Of segments on disk now. */
     uint64_t build_ns;          /* Spent building indexes. */
     uint64_t build_rows;        /* Rows indexed (per attribute). */
+    uint64_t build_fallbacks;   /* Builds the device failed: on the CPU. */
     char backend[96];
 };
 
 void gpu_index_recorder_get_stats(struct gpu_index_recorder *,
                                   struct gpu_index_recorder_stats *);
+
+/* Test only: gpu_index_builder_inject_fault() on the recorder's builder. */
+void gpu_index_recorder_inject_fault(struct gpu_index_recorder *, int error,
+                                     unsigned int n);
 
 /* What gpu_index_recorder_create() found and did about segments left by a
  * crash, one line per segment ("" if nothing), for the caller's log. */

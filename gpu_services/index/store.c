@@ -1410,6 +1410,13 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     free(r);
 }
 
+void
+gpu_index_recorder_inject_fault(struct gpu_index_recorder *r, int error,
+                                unsigned int n)
+{
+    gpu_index_builder_inject_fault(r->builder, error, n);
+}
+
 const char *
 gpu_index_recorder_recovery_log(const struct gpu_index_recorder *r)
 {
@@ -1432,6 +1439,7 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->index_bytes = __atomic_load_n(&r->index_bytes, __ATOMIC_RELAXED);
     s->build_ns = __atomic_load_n(&r->build_ns, __ATOMIC_RELAXED);
     s->build_rows = __atomic_load_n(&r->build_rows, __ATOMIC_RELAXED);
+    s->build_fallbacks = gpu_index_builder_fallbacks(r->builder);
     s->segments_recovered = r->segments_recovered;
     s->records_recovered = r->records_recovered;
     s->bytes_cut = r->bytes_cut;
