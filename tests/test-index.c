@@ -1492,7 +1492,9 @@ main(void)
     int chosen[2];
 
     master_seed = test_seed_init("test-index");
-    n_backends = test_backends_from_env("test-index", "GPU_INDEX_BACKEND", have_cuda, GPU_INDEX_BACKEND_CPU, GPU_INDEX_BACKEND_CUDA, chosen);
+    n_backends = test_backends_from_env("test-index", "GPU_INDEX_BACKEND",
+                                        have_cuda, GPU_INDEX_BACKEND_CPU,
+                                        GPU_INDEX_BACKEND_CUDA, chosen);
     if (!n_backends) {
         return 1;
     }

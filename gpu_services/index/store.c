@@ -901,6 +901,26 @@ open_segment(struct gpu_index_recorder *r, uint64_t ts_ns)
     return GPU_OK;
 }
 
+/* Makes room for record 'n' in 'r->recs' and 'r->offs'.  Returns true if
+ * there is none (no memory). */
+static bool
+recs_make_room(struct gpu_index_recorder *r, uint32_t n)
+{
+    if (n == r->recs_cap) {
+        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
+        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
+        uint64_t *no = realloc(r->offs, cap * sizeof *no);
+
+        r->recs = nr ? nr : r->recs;
+        r->offs = no ? no : r->offs;
+        if (!nr || !no) {
+            return true;
+        }
+        r->recs_cap = cap;
+    }
+    return false;
+}
+
 static void
 record_one(struct gpu_index_recorder *r, const struct slot *s,
            const uint8_t *data)
@@ -917,18 +937,9 @@ record_one(struct gpu_index_recorder *r, const struct slot *s,
         add(&r->dropped, 1);
         return;
     }
-    if (r->n_recs == r->recs_cap) {
-        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
-        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
-        uint64_t *no = realloc(r->offs, cap * sizeof *no);
-
-        r->recs = nr ? nr : r->recs;
-        r->offs = no ? no : r->offs;
-        if (!nr || !no) {
-            add(&r->dropped, 1);
-            return;
-        }
-        r->recs_cap = cap;
+    if (recs_make_room(r, r->n_recs)) {
+        add(&r->dropped, 1);
+        return;
     }
     rec = &r->recs[r->n_recs];
     gpu_index_record_from_frame(rec, data, s->caplen, s->len, s->ts_ns,
@@ -1119,17 +1130,8 @@ recover_segment(struct gpu_index_recorder *r, uint64_t seq)
     while (data && n < n_ports && n < max_rows) {
         uint32_t h[4];
 
-        if (n == r->recs_cap) {
-            uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
-            struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
-            uint64_t *no = realloc(r->offs, cap * sizeof *no);
-
-            r->recs = nr ? nr : r->recs;
-            r->offs = no ? no : r->offs;
-            if (!nr || !no) {
-                break;
-            }
-            r->recs_cap = cap;
+        if (recs_make_room(r, n)) {
+            break;
         }
         if (fread(h, 4, 4, f) != 4 || h[1] >= 1000000000u || h[2] > snaplen
             || h[2] > h[3] || fread(data, 1, h[2], f) != h[2]) {
