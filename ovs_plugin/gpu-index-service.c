@@ -70,6 +70,7 @@ struct index_store {
     long long int created_ms;
     struct gpu_index_recorder *recorder;
     atomic_uint64_t logged_fallbacks;   /* Build fallbacks logged so far. */
+    atomic_bool logged_recovery;        /* Its recovery log, once ready. */
 };
 
 static struct cmap stores = CMAP_INITIALIZER;
@@ -212,9 +213,34 @@ out:
     return error;
 }
 
+/* Logs what the recorder of 'st' found of a crash, once it has looked
+ * (at once, or when the store it replaces has closed). */
+static void
+index_store_log_recovery(struct index_store *st)
+{
+    const char *log = gpu_index_recorder_recovery_log(st->recorder);
+    bool logged;
+
+    atomic_read_relaxed(&st->logged_recovery, &logged);
+    if (!log || logged
+        || !atomic_compare_exchange_strong(&st->logged_recovery, &logged,
+                                           true)) {
+        return;
+    }
+    while (*log) {
+        size_t len = strcspn(log, "\n");
+
+        VLOG_WARN("store %s: %.*s", st->name, (int) len, log);
+        log += len + (log[len] == '\n');
+    }
+}
+
+/* Opens store 'name' with settings 'value' in 'base'.  'replacing' is the
+ * store it replaces, if any: if that one has the same folder, the new
+ * recorder waits for it to close. */
 static struct index_store *
 index_store_create(const char *name, const char *value, const char *base,
-                   char **errorp)
+                   const struct index_store *replacing, char **errorp)
 {
     struct gpu_index_recorder_config cfg;
     struct index_store *st;
@@ -228,6 +254,7 @@ index_store_create(const char *name, const char *value, const char *base,
     }
     cfg.backend = gpu_services_get_backend(&device)
                   ? GPU_INDEX_BACKEND_CUDA : GPU_INDEX_BACKEND_CPU;
+    cfg.wait_for_lock = replacing && !strcmp(replacing->dir, dir);
     st = xzalloc(sizeof *st);
     status = gpu_index_recorder_create(&cfg, &st->recorder, err, sizeof err);
     if (status && cfg.backend == GPU_INDEX_BACKEND_CUDA) {
@@ -247,15 +274,7 @@ index_store_create(const char *name, const char *value, const char *base,
     st->config = xstrdup(value);
     st->dir = dir;
     st->created_ms = time_wall_msec();
-
-    /* A crash left segments open: say what became of them. */
-    const char *log = gpu_index_recorder_recovery_log(st->recorder);
-    while (*log) {
-        size_t len = strcspn(log, "\n");
-
-        VLOG_WARN("store %s: %.*s", name, (int) len, log);
-        log += len + (log[len] == '\n');
-    }
+    index_store_log_recovery(st);
     return st;
 }
 
@@ -276,11 +295,11 @@ index_base_resolve(const struct smap *other_config, char **basep)
     return NULL;
 }
 
-/* Replaces (or adds, if 'old' is NULL) store 'name'.  The old recorder is
- * gone before the new one opens the folder: it holds the folder's lock,
- * and its open segment must be closed, not taken for one a crash left.
- * The new settings were parsed already, so what can still fail here
- * (the folder) restores the old settings. */
+/* Replaces (or adds, if 'old' is NULL) store 'name'.  The PMD threads
+ * record into the old store until the new one is in the map; the old one
+ * closes after a grace period, in the RCU thread (closing a segment
+ * builds its index and syncs it to disk), and a new recorder of the same
+ * folder waits for that before it touches the folder. */
 static void
 index_store_replace(const char *name, struct index_store *old,
                     const char *value, const char *base)
@@ -288,37 +307,22 @@ index_store_replace(const char *name, struct index_store *old,
     struct index_store *st;
     char *error;
 
-    if (old) {
-        cmap_remove(&stores, &old->node, hash_string(name, 0));
-        ovsrcu_synchronize();
-    }
-    char *old_config = old ? xstrdup(old->config) : NULL;
-    char *old_base = old ? xstrdup(index_base) : NULL;
-    index_store_destroy(old);
-
-    st = index_store_create(name, value, base, &error);
+    st = index_store_create(name, value, base, old, &error);
     if (!st) {
         VLOG_WARN("other_config:"STORE_KEY_PREFIX"%s: %s; %s", name, error,
-                  old_config ? "keeping the previous store settings"
-                             : "the store is not open");
+                  old ? "keeping the previous store settings"
+                      : "the store is not open");
         free(error);
-        if (old_config) {
-            st = index_store_create(name, old_config, old_base, &error);
-            if (!st) {
-                VLOG_ERR("store %s: cannot reopen with its previous "
-                         "settings either: %s", name, error);
-                free(error);
-            }
-        }
-    } else {
-        VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
-                  st->dir);
+        return;
     }
-    if (st) {
+    VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
+              st->dir);
+    if (old) {
+        cmap_replace(&stores, &old->node, &st->node, hash_string(name, 0));
+        ovsrcu_postpone(index_store_destroy, old);
+    } else {
         cmap_insert(&stores, &st->node, hash_string(name, 0));
     }
-    free(old_config);
-    free(old_base);
 }
 
 void
@@ -494,6 +498,7 @@ index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
         struct gpu_index_recorder_stats rs;
         uint64_t logged;
 
+        index_store_log_recovery(st);
         gpu_index_recorder_get_stats(st->recorder, &rs);
         atomic_read_relaxed(&st->logged_fallbacks, &logged);
         if (rs.build_fallbacks > logged
@@ -553,7 +558,7 @@ index_format_store(struct ds *s, struct index_store *st)
                       rs.records_recovered, rs.bytes_cut,
                       rs.segments_set_aside);
         const char *log = gpu_index_recorder_recovery_log(st->recorder);
-        while (*log) {
+        while (log && *log) {
             size_t len = strcspn(log, "\n");
 
             ds_put_format(s, "    %.*s\n", (int) len, log);

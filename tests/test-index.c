@@ -1387,7 +1387,26 @@ test_store_crash(void **state)
     assert_int_equal(gpu_index_recorder_create(&cfg, &r2, err, sizeof err),
                      GPU_ERR_INVALID);
     assert_non_null(strstr(err, "in use by another recorder"));
+    /* ...unless it replaces the one there: it records once that one has
+     * closed (its open segment closed, not taken for a crashed one). */
+    cfg.wait_for_lock = true;
+    cfg.segment_packets = 1000;
+    feed(r, &g, recs + n + 10, 100, 1700000200ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r2, err, sizeof err),
+                     GPU_OK);
+    assert_null(gpu_index_recorder_recovery_log(r2));
+    feed(r2, &g, recs + n + 110, 100, 1700000300ull * 1000000000ull);
     gpu_index_recorder_destroy(r);
+    assert_int_equal(gpu_index_recorder_flush(r2), GPU_OK);
+    assert_string_equal(gpu_index_recorder_recovery_log(r2), "");
+    gpu_index_recorder_get_stats(r2, &st);
+    assert_int_equal(st.recorded, 100);
+    assert_int_equal(st.segments_recovered + st.segments_set_aside, 0);
+    gpu_index_recorder_destroy(r2);
+    /* Segments 1, 2 (the crashed run's), 4 (ten), 5 (r's hundred), 6
+     * (r2's hundred). */
+    memmove(recs + 2000, recs + n, 210 * sizeof *recs);
+    check_store_holds(tmpdir, recs, 2210);
     rm_rf(tmpdir);
     free(recs);
 }

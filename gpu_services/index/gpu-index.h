@@ -319,6 +319,10 @@ struct gpu_index_recorder_config {
     uint64_t retention_bytes;   /* Delete oldest beyond this (0: keep). */
     uint32_t retention_seconds; /* ...or older than this (0: keep). */
     uint32_t ring_slots;        /* Staging ring (default 65536). */
+    /* The folder's recorder is being replaced by this one and closes
+     * soon: rather than refusing the folder while it is held, wait for it
+     * in the worker thread (packets wait in the ring meanwhile). */
+    bool wait_for_lock;
 };
 
 void gpu_index_recorder_config_init(struct gpu_index_recorder_config *);
@@ -376,9 +380,11 @@ void gpu_index_recorder_get_stats(struct gpu_index_recorder *,
 void gpu_index_recorder_inject_fault(struct gpu_index_recorder *, int error,
                                      unsigned int n);
 
-/* What gpu_index_recorder_create() found and did about segments left by a
- * crash, one line per segment ("" if nothing), for the caller's log. */
-const char *gpu_index_recorder_recovery_log(const struct gpu_index_recorder *);
+/* What the recorder found and did about segments left by a crash, one
+ * line per segment ("" if nothing), for the caller's log.  NULL while a
+ * recorder created with 'wait_for_lock' still waits for the folder (then
+ * it has not looked yet). */
+const char *gpu_index_recorder_recovery_log(struct gpu_index_recorder *);
 
 /* Runs 'expr' over every complete segment in 'dir'.  Each match is
  * written to 'out' as one line (time, protocol, source:port ->

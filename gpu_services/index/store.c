@@ -692,8 +692,11 @@ struct gpu_index_recorder {
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
 
-    /* Recovery at create (written before the worker starts). */
+    /* Recovery, before the first record (by create, or by the worker when
+     * it had to wait for the folder's lock). */
     int lock_fd;
+    bool locked;                /* Holds the lock (worker only, after). */
+    atomic_bool ready;          /* Recovered: the log below is final. */
     char *recovery_log;
     size_t recovery_log_len;
     uint64_t segments_recovered, records_recovered, bytes_cut,
@@ -960,11 +963,44 @@ record_one(struct gpu_index_recorder *r, const struct slot *s,
     }
 }
 
+static void recover_store(struct gpu_index_recorder *);
+
+/* With the folder's lock held: recovers what a crash left, applies the
+ * retention limits, and numbers new segments after the ones there. */
+static void
+recorder_open_store(struct gpu_index_recorder *r)
+{
+    struct seg_entry *segs;
+    int n;
+
+    recover_store(r);
+    apply_retention(r);         /* Counts what is on disk, too. */
+    n = list_segments(r->dir, &segs);
+    if (n > 0 && segs[n - 1].seq > r->seq) {
+        r->seq = segs[n - 1].seq;
+    }
+    free(segs);
+    atomic_store_explicit(&r->ready, true, memory_order_release);
+}
+
 static void *
 worker(void *r_)
 {
     struct gpu_index_recorder *r = r_;
 
+    /* The recorder this one replaces closes soon (its packets are
+     * flushed first); until then, packets wait in the ring. */
+    while (!r->locked) {
+        if (atomic_load(&r->stop)) {
+            return NULL;
+        }
+        if (!flock(r->lock_fd, LOCK_EX | LOCK_NB)) {
+            r->locked = true;
+            recorder_open_store(r);
+        } else {
+            usleep(1000);
+        }
+    }
     for (;;) {
         int got = 0;
 
@@ -1269,10 +1305,9 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                           size_t err_size)
 {
     struct gpu_index_recorder *r;
-    struct seg_entry *segs;
     char why[256], path[1024];
     size_t slots = 1;
-    int n, error;
+    int error;
 
     *rp = NULL;
     if (!cfg->dir || !*cfg->dir || cfg->snaplen < 64
@@ -1293,10 +1328,13 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         return GPU_ERR_NOMEM;
     }
     /* One recorder a folder: another would take its open segment for one
-     * left by a crash. */
+     * left by a crash.  A successor ('wait_for_lock') waits, in its
+     * worker, for the recorder it replaces to close. */
     snprintf(path, sizeof path, "%s/.lock", cfg->dir);
     r->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (r->lock_fd < 0 || flock(r->lock_fd, LOCK_EX | LOCK_NB)) {
+    r->locked = r->lock_fd >= 0 && !flock(r->lock_fd, LOCK_EX | LOCK_NB);
+    if (!r->locked && (r->lock_fd < 0 || errno != EWOULDBLOCK
+                       || !cfg->wait_for_lock)) {
         set_err(err, err_size, "%s: %s", cfg->dir,
                 r->lock_fd >= 0 && errno == EWOULDBLOCK
                 ? "in use by another recorder" : strerror(errno));
@@ -1335,14 +1373,9 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         r->seg.attrs[a].pinned = (gpu_index_builder_backend(r->builder)
                                   == GPU_INDEX_BACKEND_CUDA);
     }
-    recover_store(r);
-    apply_retention(r);         /* Counts what is on disk, too. */
-    /* Go on after the newest segment already there. */
-    n = list_segments(r->dir, &segs);
-    if (n > 0 && segs[n - 1].seq > r->seq) {
-        r->seq = segs[n - 1].seq;
+    if (r->locked) {
+        recorder_open_store(r);
     }
-    free(segs);
     pthread_mutex_init(&r->mutex, NULL);
     pthread_cond_init(&r->cond, NULL);
     if (pthread_create(&r->thread, NULL, worker, r)) {
@@ -1420,8 +1453,11 @@ gpu_index_recorder_inject_fault(struct gpu_index_recorder *r, int error,
 }
 
 const char *
-gpu_index_recorder_recovery_log(const struct gpu_index_recorder *r)
+gpu_index_recorder_recovery_log(struct gpu_index_recorder *r)
 {
+    if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
+        return NULL;
+    }
     return r->recovery_log ? r->recovery_log : "";
 }
 
