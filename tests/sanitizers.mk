@@ -29,8 +29,9 @@ AM_TESTS_ENVIRONMENT = $(SANITIZER_ENV)
 # minutes, not half an hour.  Each test is a layer of its own,
 # "sanitizers-" before its name (tests/layer-result), in this build's
 # results/; a sub-build that does not configure or build leaves them
-# missing, which scripts/test-summary counts as failed.  The tests read
-# OVSGPU_ASAN_SCALE to shrink what is too slow under ASan.
+# missing, which scripts/test-summary counts as failed.  It runs last in
+# check-local, after OVS's testsuite, whose timeouts it would otherwise
+# share two cores with.
 SANITIZERS_BUILDDIR = $(abs_top_builddir)/sanitizers
 SANITIZERS_TESTS = $(filter tests/test-%,$(TESTS)) tests/kernel-emu.sh
 SANITIZERS_LAYERS = \
