@@ -207,7 +207,8 @@ check-ovs-offload: ovs-build
 	exit $$status
 
 clean-local:
-	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check results
+	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check results \
+		$(SANITIZERS_BUILDDIR)
 
 .PHONY: ovs-build ovs-tests-sync check-ovs check-ovs-offload
 
@@ -228,7 +229,8 @@ else
 endif
 
 # One after the other: both keep cores busy (PMD threads), and OVS's
-# tests have timeouts.  Both run even if the first fails.
+# tests have timeouts.  Both run even if the first fails.  The sanitized
+# cmocka tests (tests/sanitizers.mk) come last, for the same timeouts.
 CHECK_LOCAL_LAYERS = ovs-testsuite ovs-testsuite-offload dpdk-smoke \
 	dpcls-peer install-check
 check-local:

@@ -10,10 +10,13 @@
 EXTRA_DIST += tests/sanitizers.mk tests/asan.supp tests/lsan.supp \
 	tests/ubsan.supp
 if SANITIZERS
+SANITIZER_SUPP = suppressions=$(abs_top_srcdir)/tests
+SANITIZER_UBSAN = \
+	print_stacktrace=1:halt_on_error=1:$(SANITIZER_SUPP)/ubsan.supp
 SANITIZER_ENV = \
-	ASAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/asan.supp:$${ASAN_OPTIONS-}"; \
-	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:$${LSAN_OPTIONS-}"; \
-	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$(abs_top_srcdir)/tests/ubsan.supp:$${UBSAN_OPTIONS-}"; \
+	ASAN_OPTIONS="$(SANITIZER_SUPP)/asan.supp:$${ASAN_OPTIONS-}"; \
+	LSAN_OPTIONS="$(SANITIZER_SUPP)/lsan.supp:$${LSAN_OPTIONS-}"; \
+	UBSAN_OPTIONS="$(SANITIZER_UBSAN):$${UBSAN_OPTIONS-}"; \
 	KERNEL_EMU_FLAGS='$(SANITIZER_CFLAGS)'; \
 	export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS KERNEL_EMU_FLAGS;
 else
