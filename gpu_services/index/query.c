@@ -185,7 +185,10 @@ it_init(struct run_iter *it, const uint32_t *w, size_t n, bool plwah)
 {
     memset(it, 0, sizeof *it);
     it->w = w;
-    it->end = w + n;
+    /* An empty bitmap (an absent column, the missing second operand of
+     * an odd OR) has no words at all: NULL + 0 is undefined in C, which
+     * clang's UBSan reports. */
+    it->end = w ? w + n : w;
     it->plwah = plwah;
 }
 
