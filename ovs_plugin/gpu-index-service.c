@@ -257,7 +257,10 @@ index_store_create(const char *name, const char *value, const char *base,
     cfg.wait_for_lock = replacing && !strcmp(replacing->dir, dir);
     st = xzalloc(sizeof *st);
     status = gpu_index_recorder_create(&cfg, &st->recorder, err, sizeof err);
-    if (status && cfg.backend == GPU_INDEX_BACKEND_CUDA) {
+    if ((gpu_service_is_device_error(status) || status == GPU_ERR_NO_DEVICE)
+        && cfg.backend == GPU_INDEX_BACKEND_CUDA) {
+        /* The device refused the builder (a busy or unwritable folder is
+         * no reason to try the CPU). */
         VLOG_WARN("store %s: CUDA index builder failed (%s); using the CPU",
                   name, err);
         cfg.backend = GPU_INDEX_BACKEND_CPU;
