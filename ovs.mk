@@ -29,6 +29,13 @@ OVS_CONFIGURE_ARGS = --enable-silent-rules \
 if HAVE_DPDK
 OVS_CONFIGURE_ARGS += --with-dpdk=shared
 endif
+# --enable-sanitizers: OVS too, since the plugin runs inside ovs-vswitchd
+# and ASan's run time must be in the program that loads it (configure.ac
+# says why OVS's UBSan recovers).  Given here rather than by the user's
+# OVS_CONFIGURE_FLAGS, which may still add to or replace it.
+if SANITIZERS
+OVS_CONFIGURE_ARGS += CFLAGS="-g -O2 $(OVS_SANITIZER_CFLAGS)"
+endif
 
 $(OVS_STAMP_PATCHED): $(OVS_TARBALL) $(srcdir)/patches/series \
 		$(addprefix $(srcdir)/patches/,$(OVS_PATCHES))
@@ -143,7 +150,8 @@ check-install: ovs-build
 # OVS's testsuite, with ovs-gpu's tests.  OVS_TESTS selects test files (by
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
 OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-fec.at \
-	ovs-gpu-index.at ovs-gpu-dpcls.at ovs-gpu-async.at dpif-netdev.at pmd.at
+	ovs-gpu-index.at ovs-gpu-dpcls.at ovs-gpu-async.at ovs-gpu-faults.at \
+	dpif-netdev.at pmd.at
 # Each layer below leaves a record in results/ (tests/layer-result) for
 # scripts/test-summary.  Autotest keeps the folders of failed tests only,
 # so the old ones go first.
@@ -156,6 +164,7 @@ check-ovs: ovs-build
 		exit 1; }; \
 	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
 		$(OVS_BUILDDIR)/tests/testsuite.log; \
+	$(SANITIZER_ENV) \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
 		$(TESTSUITEFLAGS)"; \
 	status=$$?; \
@@ -181,6 +190,7 @@ check-ovs-offload: ovs-build
 	rm -f offload-stats.txt; \
 	rm -rf $(OVS_BUILDDIR)/tests/testsuite.dir \
 		$(OVS_BUILDDIR)/tests/testsuite.log; \
+	$(SANITIZER_ENV) \
 	OVS_GPU_TEST_CONFIG="$(OVS_GPU_FORCED_CONFIG)" \
 	OVS_GPU_TEST_STATS=$(abs_builddir)/offload-stats.txt \
 	$(MAKE) -C $(OVS_BUILDDIR) check TESTSUITEFLAGS="$$nums \
@@ -198,7 +208,8 @@ check-ovs-offload: ovs-build
 	exit $$status
 
 clean-local:
-	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check results
+	rm -rf $(OVS_BUILDDIR) $(OVS_BUILDDIR).tmp install-check results \
+		$(SANITIZERS_BUILDDIR)
 
 .PHONY: ovs-build ovs-tests-sync check-ovs check-ovs-offload
 
@@ -219,7 +230,8 @@ else
 endif
 
 # One after the other: both keep cores busy (PMD threads), and OVS's
-# tests have timeouts.  Both run even if the first fails.
+# tests have timeouts.  Both run even if the first fails.  The sanitized
+# cmocka tests (tests/sanitizers.mk) come last, for the same timeouts.
 CHECK_LOCAL_LAYERS = ovs-testsuite ovs-testsuite-offload dpdk-smoke \
 	dpcls-peer install-check
 check-local:
@@ -232,5 +244,6 @@ check-local:
 	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpcls-peer || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-install || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-sanitizers || status=1; \
 	exit $$status
 .PHONY: check-dpdk-smoke check-install

@@ -30,6 +30,7 @@
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
 #include "packets.h"
+#include "unixctl.h"
 #include "util.h"
 
 #include "gpu_runtime/gpu-runtime.h"
@@ -245,6 +246,77 @@ gpu_service_args_split(const char *args, const char *const keys[],
         }
     }
     return NULL;
+}
+
+/* --------------------------------------------------------- Device faults. */
+
+/* Injections left per target, and the error each fails with. */
+static atomic_int fault_count[GPU_FAULT_N_TARGETS];
+static atomic_int fault_error[GPU_FAULT_N_TARGETS];
+
+int
+gpu_service_fault_take(enum gpu_fault_target target)
+{
+    int n;
+
+    atomic_read_relaxed(&fault_count[target], &n);
+    while (n > 0) {
+        if (atomic_compare_exchange_weak(&fault_count[target], &n, n - 1)) {
+            int error;
+
+            atomic_read_relaxed(&fault_error[target], &error);
+            return error;
+        }
+    }
+    return 0;
+}
+
+bool
+gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
+                             const char *argv[])
+{
+    static const char *const names[GPU_FAULT_N_TARGETS] = {
+        [GPU_FAULT_IDS] = "ids", [GPU_FAULT_RE] = "re",
+        [GPU_FAULT_FEC] = "fec", [GPU_FAULT_INDEX] = "index",
+    };
+    static const char *const calls[GPU_FAULT_N_TARGETS] = {
+        [GPU_FAULT_IDS] = "gpu_ids scans",
+        [GPU_FAULT_RE] = "re_encode chunking calls",
+        [GPU_FAULT_FEC] = "fec coding calls",
+        [GPU_FAULT_INDEX] = "gpu_index index builds",
+    };
+    enum gpu_fault_target target;
+    int error, n;
+
+    for (target = 0; target < GPU_FAULT_N_TARGETS; target++) {
+        if (!strcmp(argv[1], names[target])) {
+            break;
+        }
+    }
+    if (target == GPU_FAULT_N_TARGETS) {
+        return false;
+    }
+    if (argc != 4 || (strcmp(argv[2], "launch") && strcmp(argv[2], "nomem"))
+        || !str_to_int(argv[3], 10, &n) || n < 0) {
+        unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                    "ids|re|fec|index launch|nomem N");
+        return true;
+    }
+    error = !strcmp(argv[2], "launch") ? GPU_ERR_DEVICE
+                                       : GPU_ERR_DEVICE_NOMEM;
+    if (target == GPU_FAULT_INDEX) {
+        gpu_index_service_inject_fault(error, n);
+    } else {
+        atomic_store_relaxed(&fault_error[target], error);
+        atomic_store_relaxed(&fault_count[target], n);
+    }
+
+    char *reply = xasprintf("the next %d %s fail (%s)", n, calls[target],
+                            gpu_status_string(error));
+    VLOG_INFO("test fault injected: %s", reply);
+    unixctl_command_reply(conn, reply);
+    free(reply);
+    return true;
 }
 
 /* -------------------------------------------------------------- Backend. */

@@ -35,6 +35,7 @@
 
 #include "dp-packet.h"
 #include "gpu-service.h"
+#include "gpu_runtime/gpu-runtime.h"
 #include "ovs-atomic.h"
 
 /* What the executor found in one packet. */
@@ -138,6 +139,43 @@ char *gpu_service_args_split(const char *args, const char *const keys[],
  * it when they build objects, in the main thread. */
 void gpu_services_set_backend(bool cuda, int device);
 bool gpu_services_get_backend(int *device);
+
+/* Device faults.  A service whose device call fails (or is made to fail
+ * by "ovs-appctl gpu/inject-fault SERVICE launch|nomem N", test only)
+ * finishes that batch on its CPU backend: no packet is lost or goes on
+ * unchecked.  Each service counts and logs such batches itself. */
+enum gpu_fault_target {
+    GPU_FAULT_IDS,              /* gpu_ids scans. */
+    GPU_FAULT_RE,               /* re_encode's chunking. */
+    GPU_FAULT_FEC,              /* fec_encode and fec_decode coding. */
+    GPU_FAULT_INDEX,            /* gpu_index's index builds. */
+    GPU_FAULT_N_TARGETS
+};
+
+/* Returns 0, or the device error an injected fault makes the next device
+ * call of 'target' fail with (GPU_ERR_DEVICE for "launch",
+ * GPU_ERR_DEVICE_NOMEM for "nomem"), using up one injection.  Cheap
+ * enough for every batch. */
+int gpu_service_fault_take(enum gpu_fault_target);
+
+/* True for the errors a device call fails with (a failed launch, device
+ * memory full, an injected fault), which the CPU backend can recover
+ * from. */
+static inline bool
+gpu_service_is_device_error(int status)
+{
+    return status == GPU_ERR_DEVICE || status == GPU_ERR_DEVICE_NOMEM;
+}
+
+/* For "gpu/inject-fault": if 'argv[1]' names a service, handles the
+ * command ("SERVICE launch|nomem N") and returns true. */
+struct unixctl_conn;
+bool gpu_service_inject_fault_cmd(struct unixctl_conn *, int argc,
+                                  const char *argv[]);
+
+/* gpu_index's part of the above: its builds happen in the recorders'
+ * threads, inside the library (gpu-index-service.c). */
+void gpu_index_service_inject_fault(int error, unsigned int n);
 
 /* Executor totals, for gpu/show. */
 struct gpu_service_totals {

@@ -51,6 +51,8 @@
 #include "unixctl.h"
 #include "util.h"
 
+#include "ovs_plugin/gpu-actions.h"
+
 VLOG_DEFINE_THIS_MODULE(gpu_dpcls);
 
 /* Guards the list of all gpu_dpcls and the main thread's policy.  Taken
@@ -1611,6 +1613,14 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     const char *what;
     int n;
 
+    if (gpu_service_inject_fault_cmd(conn, argc, argv)) {
+        return;
+    }
+    if (argc != 3) {
+        unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                    "dpcls|dpcls-nomem|dpcls-slow N");
+        return;
+    }
     if (!strcmp(argv[1], "dpcls")) {
         faults = &fault_lookups;
         what = "lookup batches fail with a device error";
@@ -1622,7 +1632,8 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
         what = "microseconds before an asynchronous lookup is answered";
     } else {
         unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
-                                    "dpcls-nomem or dpcls-slow)");
+                                    "dpcls-nomem, dpcls-slow, ids, re, "
+                                    "fec or index)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1653,7 +1664,8 @@ gpu_dpcls_init(void)
     unixctl_command_register("gpu/dpcls-stats-clear", "", 0, 0,
                              gpu_dpcls_stats_clear_cmd, NULL);
     unixctl_command_register("gpu/inject-fault",
-                             "dpcls|dpcls-nomem|dpcls-slow N", 2, 2,
+                             "dpcls|dpcls-nomem|dpcls-slow N | "
+                             "ids|re|fec|index launch|nomem N", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

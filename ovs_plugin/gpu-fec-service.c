@@ -205,6 +205,7 @@ struct fec_inst {
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
     uint64_t n_pending_dropped;
     uint64_t n_errors;
+    uint64_t n_faults;          /* Device calls failed: done on the CPU. */
     uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
     uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
                                  * (no next actions). */
@@ -220,6 +221,7 @@ static struct ovs_mutex instances_mutex = OVS_MUTEX_INITIALIZER;
 struct fec_coder {
     struct hmap_node node;
     unsigned int k, m;
+    bool cpu;                   /* On the CPU whatever the backend. */
     struct gpu_parity *coder;
 };
 
@@ -235,13 +237,15 @@ static struct ovs_mutex coders_mutex = OVS_MUTEX_INITIALIZER;
 #define FEC_MAX_WIRE_CODERS 16
 static size_t n_wire_coders OVS_GUARDED_BY(coders_mutex);
 
-/* Returns the coder for (k, m), made if need be, or NULL with a message in
- * '*errorp' (if nonnull).  'from_wire': for the decoder, on the k and m a
- * frame gave. */
+/* Returns the coder for (k, m) on the plugin's backend, or on the CPU if
+ * 'cpu' (for what a device call failed to code), made if need be; or NULL
+ * with a message in '*errorp' (if nonnull).  'from_wire': for the decoder,
+ * on the k and m a frame gave. */
 static struct gpu_parity *
-fec_coder_get(unsigned int k, unsigned int m, bool from_wire, char **errorp)
+fec_coder_get(unsigned int k, unsigned int m, bool cpu, bool from_wire,
+              char **errorp)
 {
-    uint32_t hash = hash_2words(k, m);
+    uint32_t hash = hash_3words(k, m, cpu);
     struct gpu_parity *coder = NULL;
     struct gpu_parity_config cfg;
     struct fec_coder *c;
@@ -250,7 +254,7 @@ fec_coder_get(unsigned int k, unsigned int m, bool from_wire, char **errorp)
 
     ovs_mutex_lock(&coders_mutex);
     HMAP_FOR_EACH_WITH_HASH (c, node, hash, &coders) {
-        if (c->k == k && c->m == m) {
+        if (c->k == k && c->m == m && c->cpu == cpu) {
             coder = c->coder;
             goto out;
         }
@@ -265,7 +269,7 @@ fec_coder_get(unsigned int k, unsigned int m, bool from_wire, char **errorp)
     }
     gpu_parity_config_init(&cfg, k, m);
     cfg.packetsize = FEC_PACKETSIZE;
-    cfg.backend = gpu_services_get_backend(&device)
+    cfg.backend = gpu_services_get_backend(&device) && !cpu
                   ? GPU_PARITY_BACKEND_CUDA : GPU_PARITY_BACKEND_CPU;
     cfg.device = device;
     status = gpu_parity_create(&cfg, &coder, err, sizeof err);
@@ -285,12 +289,30 @@ fec_coder_get(unsigned int k, unsigned int m, bool from_wire, char **errorp)
     c = xmalloc(sizeof *c);
     c->k = k;
     c->m = m;
+    c->cpu = cpu;
     c->coder = coder;
     hmap_insert(&coders, &c->node, hash);
     n_wire_coders += from_wire;
 out:
     ovs_mutex_unlock(&coders_mutex);
     return coder;
+}
+
+/* A device call of 'inst' failed with 'why': returns the CPU coder that
+ * does the group instead (NULL if there is none), and counts and logs it.
+ * 'done' says what happens to the group ("coded", "rebuilt"). */
+static struct gpu_parity *
+fec_coder_on_cpu(struct fec_inst *inst, unsigned int k, unsigned int m,
+                 int why, const char *done)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+
+    inst->n_faults++;
+    VLOG_WARN_RL(&rl, "%s(%s): device call failed (%s); group %s on the "
+                 "CPU", inst->encoder ? "fec_encode" : "fec_decode",
+                 inst->args, gpu_parity_strerror(why), done);
+    /* The decoder's k and m come from the wire: bounded as above. */
+    return fec_coder_get(k, m, true, !inst->encoder, NULL);
 }
 
 /* ------------------------------------------------------------ Arguments. */
@@ -434,7 +456,8 @@ fec_check(const char *args, bool encoder)
         return NULL;
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, false, &error);
+        inst->coder = fec_coder_get(inst->k, inst->m, false, false,
+                                    &error);
         if (!inst->coder) {
             ovs_mutex_unlock(&instances_mutex);
             free(inst);
@@ -584,8 +607,19 @@ fec_encode_close(struct fec_inst *inst, struct fec_out *out)
         pp[j] = fec_packet_new(FEC_HLEN + cs, inst->in_port);
         parity[j] = (uint8_t *) dp_packet_data(pp[j]) + FEC_HLEN;
     }
-    status = gpu_parity_pkt_encode(inst->coder, pkts, lens, parity, cs,
-                                   &chunk_size);
+    status = gpu_service_fault_take(GPU_FAULT_FEC);
+    if (!status) {
+        status = gpu_parity_pkt_encode(inst->coder, pkts, lens, parity, cs,
+                                       &chunk_size);
+    }
+    if (gpu_service_is_device_error(status)) {
+        struct gpu_parity *cpu = fec_coder_on_cpu(inst, inst->k, inst->m,
+                                                  status, "coded");
+
+        status = (cpu ? gpu_parity_pkt_encode(cpu, pkts, lens, parity, cs,
+                                              &chunk_size)
+                      : status);
+    }
     for (unsigned int j = 0; j < inst->m; j++) {
         if (status || chunk_size != cs) {
             dp_packet_delete(pp[j]);
@@ -875,7 +909,8 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     }
 
     char *error = NULL;
-    struct gpu_parity *coder = fec_coder_get(g->k, g->m, true, &error);
+    struct gpu_parity *coder = fec_coder_get(g->k, g->m, false, true,
+                                             &error);
     if (!coder) {
         VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
                      "(%s)", inst->args, g->id, error);
@@ -903,7 +938,19 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
             rebuilt[i] = dp_packet_data(rp[i]);
         }
     }
-    status = gpu_parity_pkt_decode(coder, pkts, lens, rebuilt, out_lens);
+    status = (!coder ? GPU_PARITY_ERR_CODE
+              : gpu_service_fault_take(GPU_FAULT_FEC));
+    if (!status) {
+        status = gpu_parity_pkt_decode(coder, pkts, lens, rebuilt, out_lens);
+    }
+    if (gpu_service_is_device_error(status)) {
+        struct gpu_parity *cpu = fec_coder_on_cpu(inst, g->k, g->m, status,
+                                                  "rebuilt");
+
+        status = (cpu ? gpu_parity_pkt_decode(cpu, pkts, lens, rebuilt,
+                                              out_lens)
+                      : status);
+    }
     for (unsigned int i = 0; i < g->n_data; i++) {
         if (!rp[i]) {
             continue;
@@ -1257,6 +1304,8 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     ds_put_format(s, "  passed unchanged: %"PRIu64"\n", inst->n_unchanged);
     ds_put_format(s, "  waiting dropped: %"PRIu64"\n",
                   inst->n_pending_dropped);
+    ds_put_format(s, "  device faults: %"PRIu64" groups coded on the CPU\n",
+                  inst->n_faults);
     ds_put_format(s, "  errors: %"PRIu64"\n", inst->n_errors);
     ovs_mutex_unlock(&inst->mutex);
 }

@@ -69,6 +69,9 @@ struct ids_ruleset {
 
     struct gpu_ids_ruleset *rs;
     struct gpu_ids_matcher *matcher;
+    /* Scans what a failed device call could not (NULL if 'matcher' is on
+     * the CPU already, or the CPU one could not be made). */
+    struct gpu_ids_matcher *cpu_matcher;
 
     atomic_uint64_t n_packets;  /* Packets scanned. */
     atomic_uint64_t n_bytes;    /* Payload bytes scanned. */
@@ -76,6 +79,7 @@ struct ids_ruleset {
     atomic_uint64_t n_dropped;  /* ...and were dropped. */
     atomic_uint64_t n_alerts;   /* ...and only recorded ('alert'). */
     atomic_uint64_t n_errors;   /* Batches that failed: packets passed. */
+    atomic_uint64_t n_faults;   /* Device calls failed: scanned on CPU. */
     atomic_uint64_t n_not_ip;   /* Packets with nothing to scan. */
     atomic_uint64_t n_gathered; /* Alert mode: gathered, not scanned yet. */
 
@@ -117,6 +121,7 @@ ids_ruleset_destroy(struct ids_ruleset *r)
     /* (A ruleset in service is released with ids_ruleset_unref().) */
     if (r) {
         gpu_ids_matcher_destroy(r->matcher);
+        gpu_ids_matcher_destroy(r->cpu_matcher);
         gpu_ids_ruleset_destroy(r->rs);
         free(r->name);
         free(r->config);
@@ -219,6 +224,15 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
                             gpu_status_string(error));
         ids_ruleset_destroy(r);
         return NULL;
+    }
+    if (gpu_ids_matcher_backend(r->matcher) != GPU_IDS_BACKEND_CPU) {
+        mcfg.backend = GPU_IDS_BACKEND_CPU;
+        error = gpu_ids_matcher_create(r->rs, &mcfg, &r->cpu_matcher);
+        if (error) {
+            VLOG_WARN("ruleset %s: no CPU matcher for device faults (%s): "
+                      "a batch the device fails passes unscanned", name,
+                      gpu_status_string(error));
+        }
     }
     r->loaded_ms = time_wall_msec();
     ovs_refcount_init(&r->ref_cnt);
@@ -470,6 +484,30 @@ struct ids_gatherer {
 static pthread_once_t gatherer_once = PTHREAD_ONCE_INIT;
 static pthread_key_t gatherer_key;
 
+/* Scans on the CPU what the device could not ('why' is its error), so that
+ * nothing goes on unchecked; counts and logs it.  Returns the CPU scan's
+ * status, or 'why' if there is no CPU matcher. */
+static int
+ids_match_on_cpu(struct ids_ruleset *r, int why, const uint8_t *data,
+                 const uint32_t *offsets, const struct gpu_ids_pkt_hdr *hdrs,
+                 size_t n, struct gpu_ids_verdict *verdicts)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct gpu_ids_matcher *cpu = (r->cpu_matcher ? r->cpu_matcher
+                                   : gpu_ids_matcher_backend(r->matcher)
+                                     == GPU_IDS_BACKEND_CPU ? r->matcher
+                                   : NULL);
+
+    if (!cpu) {
+        return why;
+    }
+    gpu_counter_add(&r->n_faults, 1);
+    VLOG_WARN_RL(&rl, "gpu_ids %s: device scan failed (%s); %"PRIuSIZE
+                 " packets scanned on the CPU", r->name,
+                 gpu_status_string(why), n);
+    return gpu_ids_match(cpu, data, offsets, hdrs, n, verdicts);
+}
+
 /* Counts and logs a scan of 'g' that could not be done: its packets
  * went on unscanned. */
 static void
@@ -483,6 +521,25 @@ ids_gather_failed(struct ids_gather *g, int status)
                  " gathered packets passed unscanned", g->r->name,
                  gpu_status_string(status), g->n);
     g->n = 0;
+}
+
+/* Completes 'g''s scan, whose device call ended with 'status'. */
+static void
+ids_gather_complete(struct ids_gather *g, int status)
+{
+    g->in_flight = false;
+    if (gpu_service_is_device_error(status)) {
+        status = ids_match_on_cpu(g->r, status, g->data, g->offsets, g->hdrs,
+                                  g->n, g->verdicts);
+    }
+    if (status) {
+        ids_gather_failed(g, status);
+    } else {
+        gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
+        ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
+                    NULL);
+        g->n = 0;
+    }
 }
 
 /* Completes 'g''s scan: waits for it if 'wait', else returns false if it
@@ -499,15 +556,7 @@ ids_gather_finish(struct ids_gather *g, bool wait)
     if (status == GPU_ERR_BUSY && !wait) {
         return false;
     }
-    g->in_flight = false;
-    if (status) {
-        ids_gather_failed(g, status);
-    } else {
-        gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
-        ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
-                    NULL);
-        g->n = 0;
-    }
+    ids_gather_complete(g, status);
     return true;
 }
 
@@ -534,8 +583,16 @@ ids_gather_submit(struct ids_gatherer *gt)
         return;
     }
     ids_gather_finish(other, true);
-    status = gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
-                            g->n, g->verdicts);
+    status = gpu_service_fault_take(GPU_FAULT_IDS);
+    if (!status) {
+        status = gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
+                                g->n, g->verdicts);
+    }
+    if (gpu_service_is_device_error(status)) {
+        /* Scanned now, on the CPU, and accounted as a finished scan. */
+        ids_gather_complete(g, status);
+        return;
+    }
     if (status) {
         ids_gather_failed(g, status);
         return;
@@ -755,8 +812,15 @@ ids_run(const char *args, struct gpu_service_batch *b)
     if (alert && ids_gather(r, b, hdrs)) {
         return;
     }
-    status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
-                           verdicts);
+    status = gpu_service_fault_take(GPU_FAULT_IDS);
+    if (!status) {
+        status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
+                               verdicts);
+    }
+    if (gpu_service_is_device_error(status)) {
+        status = ids_match_on_cpu(r, status, b->data, b->offsets, hdrs, b->n,
+                                  verdicts);
+    }
     if (status) {
         gpu_counter_add(&r->n_errors, 1);
         VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
@@ -837,6 +901,8 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     }
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
+    ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "
+                  "CPU\n", read_counter(&r->n_faults));
     ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
                   n_bytes * 8 / secs / 1e6);
     if (!gpu_ids_matcher_rule_counts(r->matcher, counts, n_rules + 1)) {

@@ -17,7 +17,11 @@
 /* The packet recorder service: gpu_index(store=NAME[,snaplen=N]).
  *
  * Stores come from OVSDB, other_config:gpu-index-store-NAME=DIR[,OPTIONS],
- * so they survive restarts.  Each is a gpu_index_recorder: the PMD thread
+ * so they survive restarts.  DIR is relative to other_config:gpu-index-dir
+ * (default "gpu-index" in OVS's database directory) and may not leave it,
+ * the way netdev-dpdk confines vhost-sock-dir: whoever may write
+ * other_config should not thereby choose any path of a process that runs
+ * as root.  Each is a gpu_index_recorder: the PMD thread
  * only copies frames into its staging ring (never blocking: a full ring
  * drops and counts), and the recorder's own thread writes pcap segments
  * and builds their bitmap indexes on the plugin's backend.  Queries from
@@ -37,6 +41,7 @@
 #include <string.h>
 
 #include "cmap.h"
+#include "dirs.h"
 #include "dp-packet.h"
 #include "hash.h"
 #include "openvswitch/dynamic-string.h"
@@ -55,6 +60,8 @@
 VLOG_DEFINE_THIS_MODULE(gpu_index_service);
 
 #define STORE_KEY_PREFIX "gpu-index-store-"
+#define BASE_KEY "gpu-index-dir"
+#define BASE_DEFAULT "gpu-index"
 
 struct index_store {
     struct cmap_node node;      /* In 'stores', by hash of 'name'. */
@@ -63,12 +70,17 @@ struct index_store {
     char *dir;
     long long int created_ms;
     struct gpu_index_recorder *recorder;
+    atomic_uint64_t logged_fallbacks;   /* Build fallbacks logged so far. */
+    atomic_bool logged_recovery;        /* Its recovery log, once ready. */
 };
 
 static struct cmap stores = CMAP_INITIALIZER;
 static struct ovs_mutex index_mutex = OVS_MUTEX_INITIALIZER;
 static struct shash seen_config OVS_GUARDED_BY(index_mutex)
     = SHASH_INITIALIZER(&seen_config);
+/* The folder stores live in: absolute, without "..".  NULL until the
+ * first configuration. */
+static char *index_base OVS_GUARDED_BY(index_mutex);
 
 static struct index_store *
 index_store_find(const char *name)
@@ -126,13 +138,25 @@ parse_size(const char *s, uint64_t *out)
     return true;
 }
 
+/* True if 'path' has a ".." component. */
+static bool
+path_climbs(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")); p += 2) {
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]
  * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]" into 'cfg'
- * (whose 'dir' points into '*dirp', malloc()'d).  Returns NULL or a
- * malloc()'d error. */
+ * (whose 'dir', 'base'/DIR, points to '*dirp', malloc()'d).  Returns NULL
+ * or a malloc()'d error. */
 static char *
-index_parse_config(const char *value, struct gpu_index_recorder_config *cfg,
-                   char **dirp)
+index_parse_config(const char *value, const char *base,
+                   struct gpu_index_recorder_config *cfg, char **dirp)
 {
     char *copy = xstrdup(value);
     char *save_ptr = NULL;
@@ -141,12 +165,13 @@ index_parse_config(const char *value, struct gpu_index_recorder_config *cfg,
 
     gpu_index_recorder_config_init(cfg);
     *dirp = NULL;
-    if (!item || item[0] != '/') {
-        error = xasprintf("\"%s\": expected an absolute directory, then "
-                          "options", value);
+    if (!item || item[0] == '/' || path_climbs(item)) {
+        error = xasprintf("\"%s\": expected a directory relative to "
+                          "other_config:"BASE_KEY" (%s), without \"..\", "
+                          "then options", value, base);
         goto out;
     }
-    *dirp = xstrdup(item);
+    *dirp = xasprintf("%s/%s", base, item);
     cfg->dir = *dirp;
     while ((item = strtok_r(NULL, ",", &save_ptr))) {
         char *eq = strchr(item, '=');
@@ -200,8 +225,34 @@ out:
     return error;
 }
 
+/* Logs what the recorder of 'st' found of a crash, once it has looked
+ * (at once, or when the store it replaces has closed). */
+static void
+index_store_log_recovery(struct index_store *st)
+{
+    const char *log = gpu_index_recorder_recovery_log(st->recorder);
+    bool logged;
+
+    atomic_read_relaxed(&st->logged_recovery, &logged);
+    if (!log || logged
+        || !atomic_compare_exchange_strong(&st->logged_recovery, &logged,
+                                           true)) {
+        return;
+    }
+    while (*log) {
+        size_t len = strcspn(log, "\n");
+
+        VLOG_WARN("store %s: %.*s", st->name, (int) len, log);
+        log += len + (log[len] == '\n');
+    }
+}
+
+/* Opens store 'name' with settings 'value' in 'base'.  'replacing' is the
+ * store it replaces, if any: if that one has the same folder, the new
+ * recorder waits for it to close. */
 static struct index_store *
-index_store_create(const char *name, const char *value, char **errorp)
+index_store_create(const char *name, const char *value, const char *base,
+                   const struct index_store *replacing, char **errorp)
 {
     struct gpu_index_recorder_config cfg;
     struct index_store *st;
@@ -209,15 +260,19 @@ index_store_create(const char *name, const char *value, char **errorp)
     char *dir;
     int device, status;
 
-    *errorp = index_parse_config(value, &cfg, &dir);
+    *errorp = index_parse_config(value, base, &cfg, &dir);
     if (*errorp) {
         return NULL;
     }
     cfg.backend = gpu_services_get_backend(&device)
                   ? GPU_INDEX_BACKEND_CUDA : GPU_INDEX_BACKEND_CPU;
+    cfg.wait_for_lock = replacing && !strcmp(replacing->dir, dir);
     st = xzalloc(sizeof *st);
     status = gpu_index_recorder_create(&cfg, &st->recorder, err, sizeof err);
-    if (status && cfg.backend == GPU_INDEX_BACKEND_CUDA) {
+    if ((gpu_service_is_device_error(status) || status == GPU_ERR_NO_DEVICE)
+        && cfg.backend == GPU_INDEX_BACKEND_CUDA) {
+        /* The device refused the builder (a busy or unwritable folder is
+         * no reason to try the CPU). */
         VLOG_WARN("store %s: CUDA index builder failed (%s); using the CPU",
                   name, err);
         cfg.backend = GPU_INDEX_BACKEND_CPU;
@@ -234,7 +289,55 @@ index_store_create(const char *name, const char *value, char **errorp)
     st->config = xstrdup(value);
     st->dir = dir;
     st->created_ms = time_wall_msec();
+    index_store_log_recovery(st);
     return st;
+}
+
+/* Resolves other_config:gpu-index-dir: absolute, or relative to OVS's
+ * database directory.  Returns NULL or a malloc()'d error. */
+static char *
+index_base_resolve(const struct smap *other_config, char **basep)
+{
+    const char *value = smap_get_def(other_config, BASE_KEY, BASE_DEFAULT);
+
+    *basep = NULL;
+    if (!value[0] || path_climbs(value)) {
+        return xasprintf("other_config:"BASE_KEY"=\"%s\": expected a "
+                         "directory without \"..\"", value);
+    }
+    *basep = (value[0] == '/' ? xstrdup(value)
+              : xasprintf("%s/%s", ovs_dbdir(), value));
+    return NULL;
+}
+
+/* Replaces (or adds, if 'old' is NULL) store 'name'.  The PMD threads
+ * record into the old store until the new one is in the map; the old one
+ * closes after a grace period, in the RCU thread (closing a segment
+ * builds its index and syncs it to disk), and a new recorder of the same
+ * folder waits for that before it touches the folder. */
+static void
+index_store_replace(const char *name, struct index_store *old,
+                    const char *value, const char *base)
+{
+    struct index_store *st;
+    char *error;
+
+    st = index_store_create(name, value, base, old, &error);
+    if (!st) {
+        VLOG_WARN("other_config:"STORE_KEY_PREFIX"%s: %s; %s", name, error,
+                  old ? "keeping the previous store settings"
+                      : "the store is not open");
+        free(error);
+        return;
+    }
+    VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
+              st->dir);
+    if (old) {
+        cmap_replace(&stores, &old->node, &st->node, hash_string(name, 0));
+        ovsrcu_postpone(index_store_destroy, old);
+    } else {
+        cmap_insert(&stores, &st->node, hash_string(name, 0));
+    }
 }
 
 void
@@ -242,19 +345,36 @@ gpu_index_service_set_config(const struct smap *other_config)
 {
     struct smap_node *node;
     struct shash_node *snode;
+    bool base_changed;
+    char *base, *error;
 
     ovs_mutex_lock(&index_mutex);
+    error = index_base_resolve(other_config, &base);
+    if (error) {
+        VLOG_WARN("%s; %s", error, index_base ? "keeping the previous one"
+                                              : "using the default");
+        free(error);
+        free(base);
+        base = index_base ? xstrdup(index_base)
+                          : xasprintf("%s/"BASE_DEFAULT, ovs_dbdir());
+    }
+    base_changed = index_base && strcmp(base, index_base);
+    if (base_changed) {
+        VLOG_INFO("stores now in %s (were in %s)", base, index_base);
+    }
+
     SMAP_FOR_EACH (node, other_config) {
+        struct gpu_index_recorder_config cfg;
         const char *name, *seen;
-        struct index_store *st, *old;
-        char *error;
+        struct index_store *old;
+        char *dir;
 
         if (strncmp(node->key, STORE_KEY_PREFIX, strlen(STORE_KEY_PREFIX))) {
             continue;
         }
         name = node->key + strlen(STORE_KEY_PREFIX);
         seen = shash_find_data(&seen_config, name);
-        if (seen && !strcmp(seen, node->value)) {
+        if (seen && !strcmp(seen, node->value) && !base_changed) {
             continue;
         }
         free(shash_replace(&seen_config, name, xstrdup(node->value)));
@@ -264,22 +384,24 @@ gpu_index_service_set_config(const struct smap *other_config)
             continue;
         }
         old = index_store_find(name);
-        st = index_store_create(name, node->value, &error);
-        if (!st) {
+        /* Settings that do not parse never close the store that runs. */
+        error = index_parse_config(node->value, base, &cfg, &dir);
+        free(dir);
+        if (error) {
             VLOG_WARN("other_config:%s: %s; %s", node->key, error,
                       old ? "keeping the previous store settings"
                           : "the store is not open");
             free(error);
+            if (old && base_changed) {
+                /* The running settings, in the new base folder. */
+                char *config = xstrdup(old->config);
+
+                index_store_replace(name, old, config, base);
+                free(config);
+            }
             continue;
         }
-        VLOG_INFO("store %s %s in %s", name, old ? "reopened" : "opened",
-                  st->dir);
-        if (old) {
-            cmap_replace(&stores, &old->node, &st->node, hash_string(name, 0));
-            ovsrcu_postpone(index_store_destroy, old);
-        } else {
-            cmap_insert(&stores, &st->node, hash_string(name, 0));
-        }
+        index_store_replace(name, old, node->value, base);
     }
     SHASH_FOR_EACH_SAFE (snode, &seen_config) {
         char *key = xasprintf(STORE_KEY_PREFIX "%s", snode->name);
@@ -295,6 +417,8 @@ gpu_index_service_set_config(const struct smap *other_config)
         }
         free(key);
     }
+    free(index_base);
+    index_base = base;
     ovs_mutex_unlock(&index_mutex);
 }
 
@@ -369,11 +493,55 @@ index_run(const char *args, struct gpu_service_batch *b)
     }
 }
 
+/* Index builds happen in the recorders' own threads, inside the library,
+ * which cannot log: the timer hook says when a device failed some. */
+static void
+index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    static atomic_llong next_ms = 0;
+    long long int now = time_msec(), next;
+    struct index_store *st;
+
+    /* Ten times a second is enough, by whichever thread comes first. */
+    atomic_read_relaxed(&next_ms, &next);
+    if (now < next
+        || !atomic_compare_exchange_strong(&next_ms, &next, now + 100)) {
+        return;
+    }
+    CMAP_FOR_EACH (st, node, &stores) {
+        struct gpu_index_recorder_stats rs;
+        uint64_t logged;
+
+        index_store_log_recovery(st);
+        gpu_index_recorder_get_stats(st->recorder, &rs);
+        atomic_read_relaxed(&st->logged_fallbacks, &logged);
+        if (rs.build_fallbacks > logged
+            && atomic_compare_exchange_strong(&st->logged_fallbacks,
+                                              &logged, rs.build_fallbacks)) {
+            VLOG_WARN_RL(&rl, "store %s: %"PRIu64" index builds failed on "
+                         "the device; built on the CPU", st->name,
+                         rs.build_fallbacks - logged);
+        }
+    }
+}
+
+void
+gpu_index_service_inject_fault(int error, unsigned int n)
+{
+    struct index_store *st;
+
+    CMAP_FOR_EACH (st, node, &stores) {
+        gpu_index_recorder_inject_fault(st->recorder, error, n);
+    }
+}
+
 const struct gpu_service_impl gpu_index_service_impl = {
     .type = GPU_SERVICE_INDEX,
     .stage_payloads = false,
     .check = index_check,
     .run = index_run,
+    .timers_run = index_timers_run,
 };
 
 /* -------------------------------------------------------------- appctl. */
@@ -386,6 +554,7 @@ index_format_store(struct ds *s, struct index_store *st)
 
     gpu_index_recorder_get_stats(st->recorder, &rs);
     ds_put_format(s, "store %s: %s\n", st->name, st->config);
+    ds_put_format(s, "  folder: %s\n", st->dir);
     ds_put_format(s, "  index builder: %s\n", rs.backend);
     ds_put_format(s, "  packets: %"PRIu64" submitted, %"PRIu64" recorded, %"
                   PRIu64" dropped (ring full)\n", rs.submitted, rs.recorded,
@@ -395,6 +564,22 @@ index_format_store(struct ds *s, struct index_store *st)
                   rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0);
     ds_put_format(s, "  segments: %"PRIu64" written, %"PRIu64" deleted\n",
                   rs.segments_written, rs.segments_deleted);
+    ds_put_format(s, "  device faults: %"PRIu64" index builds done on the "
+                  "CPU\n", rs.build_fallbacks);
+    if (rs.segments_recovered || rs.segments_set_aside) {
+        ds_put_format(s, "  left by a crash: %"PRIu64" segments recovered "
+                      "(%"PRIu64" records, %"PRIu64" bytes cut short), %"
+                      PRIu64" set aside\n", rs.segments_recovered,
+                      rs.records_recovered, rs.bytes_cut,
+                      rs.segments_set_aside);
+        const char *log = gpu_index_recorder_recovery_log(st->recorder);
+        while (log && *log) {
+            size_t len = strcspn(log, "\n");
+
+            ds_put_format(s, "    %.*s\n", (int) len, log);
+            log += len + (log[len] == '\n');
+        }
+    }
     ds_put_format(s, "  on disk: %"PRIu64" bytes of pcap, %"PRIu64" bytes of "
                   "index (%.1f%%)\n", rs.pcap_bytes, rs.index_bytes,
                   rs.pcap_bytes ? 100.0 * rs.index_bytes / rs.pcap_bytes

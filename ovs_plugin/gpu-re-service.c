@@ -66,6 +66,7 @@ struct re_peer {
     struct gpu_re_decoder *dec;
 
     atomic_uint64_t n_errors;   /* Batches the library refused. */
+    atomic_uint64_t n_faults;   /* Device calls failed: chunked on CPU. */
 };
 
 static struct cmap peers = CMAP_INITIALIZER;
@@ -292,11 +293,26 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
     }
 
     ovs_mutex_lock(&p->mutex);
-    status = (encoder
-              ? gpu_re_encode_packets(p->enc, frames, lens, caps, b->n,
-                                      results)
-              : gpu_re_decode_packets(p->dec, frames, lens, caps, b->n,
-                                      results));
+    if (encoder) {
+        status = gpu_service_fault_take(GPU_FAULT_RE);
+        if (!status) {
+            status = gpu_re_encode_packets(p->enc, frames, lens, caps, b->n,
+                                           results);
+        }
+        if (gpu_service_is_device_error(status)) {
+            /* The encoder is unchanged by a failed call: chunk and encode
+             * on the CPU, with the same cuts the device would make. */
+            gpu_counter_add(&p->n_faults, 1);
+            VLOG_WARN_RL(&rl, "re_encode peer %s: device chunking failed "
+                         "(%s); %"PRIuSIZE" packets chunked on the CPU",
+                         p->name, gpu_status_string(status), b->n);
+            status = gpu_re_encode_packets_cpu(p->enc, frames, lens, caps,
+                                               b->n, results);
+        }
+    } else {
+        status = gpu_re_decode_packets(p->dec, frames, lens, caps, b->n,
+                                       results);
+    }
     ovs_mutex_unlock(&p->mutex);
     if (status) {
         gpu_counter_add(&p->n_errors, 1);
@@ -369,7 +385,12 @@ re_format_peer(struct ds *s, struct re_peer *p)
                   p->encoder ? "re_encode" : "re_decode", p->name,
                   p->options[0] ? p->options : "default options");
     if (p->encoder) {
+        uint64_t n_faults;
+
+        atomic_read_relaxed(&p->n_faults, &n_faults);
         ds_put_format(s, "  chunking: %s\n", gpu_re_chunker_why(p->chunker));
+        ds_put_format(s, "  device faults: %"PRIu64" batches chunked on the "
+                      "CPU\n", n_faults);
     }
     ds_put_format(s, "  packets: %"PRIu64" (%"PRIu64" as shims), passed "
                   "unchanged: %"PRIu64"\n", st.packets, st.shims, st.passed);

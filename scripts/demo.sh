@@ -133,7 +133,8 @@ ovs-vsctl --no-wait set Open_vSwitch . \
     other_config:gpu-dpcls-min-subtables=${MIN_SUBTABLES:-0} \
     other_config:gpu-validate=true \
     other_config:gpu-ids-ruleset-demo="$RUN/demo.rules" \
-    other_config:gpu-index-store-dropped="$RUN/dropped"
+    other_config:gpu-index-dir="$RUN" \
+    other_config:gpu-index-store-dropped=dropped
 ovs-vswitchd "$DB_SOCK" --pidfile --detach --log-file
 
 # Flows go in before the ports, so the first packet meets them.

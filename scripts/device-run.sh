@@ -6,7 +6,7 @@
 #
 #   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
 #                          ids-switch-bench|ovs-bench|classifier-burst|
-#                          unit]...
+#                          unit|soak]...
 #
 # test runs the cmocka tests (every backend) and OVS's testsuite with
 # ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
@@ -127,7 +127,9 @@ test|test-offload)
     if test $step = test-offload || test -n "${WITH_OFFLOAD:-}"; then
         ran="$ran ovs-testsuite-offload"
     fi
-    for l in ovs-testsuite ovs-testsuite-offload dpdk-smoke dpcls-peer; do
+    for l in ovs-testsuite ovs-testsuite-offload dpdk-smoke dpcls-peer \
+             install-check $(sed -n 's/^\(sanitizers-.*\)$/\1/p' \
+                             results/expected 2>/dev/null); do
         case " $ran " in
             *" $l "*) ;;
             *) sed -i "/^$l\$/d" results/expected 2>/dev/null ;;
@@ -136,6 +138,15 @@ test|test-offload)
     "$SRC/scripts/test-summary" "$BUILD"
     echo "== gpu/show from a running ovs-vswitchd (dummy datapath)"
     "$SRC/scripts/gpu-show-live.sh" "$BUILD" 2>&1 | tee "$OUT/gpu-show.txt"
+    ;;
+soak)
+    # scripts/soak.sh on CUDA, with the build's OVS programs (dummy
+    # datapath: no DPDK needed).
+    echo "== soak, ${SOAK_MINUTES:-3} minutes on CUDA"
+    SOAK_OUT=$OUT "$SRC/scripts/soak.sh" --minutes "${SOAK_MINUTES:-3}" \
+        --device 0 --build "$BUILD" > "$OUT/soak.log" 2>&1
+    echo "soak: exit $?"
+    grep '^soak: \(ok\|FAIL\|rss\|[0-9]* seconds\)' "$OUT/soak.log"
     ;;
 switch-bench)
     # SWITCH_BENCH_ARGS adds bench-dpcls-switch.sh options (--pmds,

@@ -10,10 +10,14 @@
 # missing C++ compiler or data file included: build-essential and the
 # repository have both).  The seed is printed; KERNEL_EMU_SEED replaces it.
 # The counts go to $OVSGPU_TEST_COUNTS when set (tests/layer-result).
+# KERNEL_EMU_FLAGS is added to every compile and link: "make check" in a
+# build configured with --enable-sanitizers gives the sanitizers' flags,
+# so that the emulators run under ASan and UBSan as the cmocka tests do.
 set -u
 srcdir=${srcdir:-.}
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
+flags=${KERNEL_EMU_FLAGS:-}
 if ! command -v "$CXX" > /dev/null 2>&1; then
     echo "kernel-emu: no C++ compiler ($CXX): FAILED"
     exit 1
@@ -29,10 +33,10 @@ build() {                       # NAME LIBRARY-SOURCES...
     shift
     mkdir -p "$work/$name"
     for f in "$@" gpu_runtime/gpu-runtime.c; do
-        $CC -O2 -std=gnu11 -I"$work" -I"$srcdir" -c "$srcdir/$f" \
+        $CC -O2 $flags -std=gnu11 -I"$work" -I"$srcdir" -c "$srcdir/$f" \
             -o "$work/$name/$(basename "$f" .c).o" || return 1
     done
-    $CXX -O2 -std=c++17 -I"$work" -I"$srcdir" \
+    $CXX -O2 $flags -std=c++17 -I"$work" -I"$srcdir" \
         "$srcdir/tests/$name-kernel-emu.cc" "$work/$name"/*.o -lpthread \
         -o "$work/$name/emu"
 }

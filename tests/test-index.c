@@ -23,6 +23,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -837,7 +839,7 @@ rm_rf(const char *dir)
         return;
     }
     while ((de = readdir(d))) {
-        if (de->d_name[0] != '.') {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
             unlink(path);
         }
@@ -1202,6 +1204,213 @@ test_store_damage(void **state)
     free(recs);
 }
 
+/* Records 'n' packets in a child process, waits until the recorder has
+ * them (and has gone idle, flushing them), and kills the child with
+ * SIGKILL: what a crash of ovs-vswitchd leaves. */
+static void
+crash_while_recording(const char *dir, struct gpu_index_record *recs,
+                      uint32_t n, uint64_t seed)
+{
+    pid_t pid = fork();
+    int status;
+
+    assert_true(pid >= 0);
+    if (!pid) {
+        struct rng g = case_rng(seed, 0);
+        struct gpu_index_recorder *r = make_recorder(dir, 1000, 0, 0,
+                                                     GPU_INDEX_BACKEND_CPU,
+                                                     0);
+        struct gpu_index_recorder_stats st;
+
+        feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
+        do {
+            usleep(1000);
+            gpu_index_recorder_get_stats(r, &st);
+        } while (st.recorded < n);
+        usleep(50000);
+        raise(SIGKILL);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* The child's records, made again from the same seed. */
+    struct rng g = case_rng(seed, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        struct gpu_index_record want;
+        uint8_t frame[128];
+        size_t len;
+
+        gen_record(&g, &want, 0);
+        if (!want.ip_version) {
+            want.vlan = GPU_INDEX_NO_VLAN;
+        }
+        len = make_frame(frame, &want);
+        gpu_index_record_from_frame(&recs[i], frame, len, len,
+                                    1700000000ull * 1000000000ull
+                                    + i * 1000ull, 7);
+    }
+}
+
+/* Every query of 'qs' answers over the store exactly what the first 'n'
+ * of 'recs' say: nothing lost, nothing that was not recorded. */
+static void
+check_store_holds(const char *dir, const struct gpu_index_record *recs,
+                  uint32_t n)
+{
+    static const char *qs[] = {
+        "ip4 or not ip4", "tcp and dport=443", "src=10.1.0.0/16 or udp",
+        "in_port=7", "not in_port=7", "dport=1000-2000 and not tcp_flags&syn",
+    };
+
+    for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++) {
+        struct gpu_index_query *q;
+        unsigned int skipped;
+        char err[200];
+        int64_t want = 0;
+
+        assert_int_equal(gpu_index_query_parse(qs[qi], &q, err, sizeof err),
+                         GPU_OK);
+        for (uint32_t i = 0; i < n; i++) {
+            want += gpu_index_query_match(q, &recs[i]);
+        }
+        gpu_index_query_destroy(q);
+        if (store_query(dir, qs[qi], &skipped, NULL) != want || skipped) {
+            fail_msg("\"%s\": store answers %"PRId64" (%u segments "
+                     "skipped), the records say %"PRId64, qs[qi],
+                     store_query(dir, qs[qi], NULL, NULL), skipped, want);
+        }
+    }
+}
+
+static off_t
+file_size(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) ? -1 : st.st_size;
+}
+
+/* kill -9 while a segment is open: the closed segments stay whole, the
+ * open one's whole records are recovered and indexed at the next start,
+ * a record cut short is cut off, an unreadable segment is set aside, and
+ * the store records again. */
+static void
+test_store_crash(void **state)
+{
+    const uint32_t n = 2500;    /* Two closed segments, 500 open. */
+    struct gpu_index_record *recs = calloc(n + 300, sizeof *recs);
+    struct gpu_index_recorder_stats st;
+    struct gpu_index_recorder *r;
+    char pcap[512], ports[512];
+    off_t size;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    snprintf(pcap, sizeof pcap, "%s/seg-%016d.pcap", tmpdir, 3);
+    snprintf(ports, sizeof ports, "%s/seg-%016d.ports", tmpdir, 3);
+
+    /* 1. Killed: every record was handed to the kernel. */
+    rm_rf(tmpdir);
+    crash_while_recording(tmpdir, recs, n, 560);
+    assert_int_equal(count_files(tmpdir, ".idx"), 2);
+    assert_int_equal(file_size(ports), 4 * 500);
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[n_backends - 1], 1);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: after kill -9: %s",
+           gpu_index_recorder_recovery_log(r));
+    assert_int_equal(st.segments_recovered, 1);
+    assert_int_equal(st.records_recovered, 500);
+    assert_int_equal(st.bytes_cut, 0);
+    assert_int_equal(access(ports, F_OK), -1);
+    check_store_holds(tmpdir, recs, n);
+    /* It records again, after the recovered segment. */
+    struct rng g = case_rng(561, 0);
+    feed(r, &g, recs + n, 300, 1700000100ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(count_files(tmpdir, ".idx"), 4);
+    check_store_holds(tmpdir, recs, n + 300);
+
+    /* 2. The last record cut short in the pcap: cut off, 499 kept. */
+    rm_rf(tmpdir);
+    crash_while_recording(tmpdir, recs, n, 562);
+    size = file_size(pcap);
+    assert_int_equal(truncate(pcap, size - 5), 0);
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: last record torn: %s",
+           gpu_index_recorder_recovery_log(r));
+    assert_int_equal(st.records_recovered, 499);
+    assert_true(st.bytes_cut > 0 && st.bytes_cut < 200);
+    assert_int_equal(file_size(pcap), size - 5 - (off_t) st.bytes_cut);
+    gpu_index_recorder_destroy(r);
+    check_store_holds(tmpdir, recs, n - 1);
+
+    /* 3. The ports journal ten records short: those ten are cut. */
+    rm_rf(tmpdir);
+    crash_while_recording(tmpdir, recs, n, 563);
+    assert_int_equal(truncate(ports, 4 * 490 + 2), 0);
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.records_recovered, 490);
+    gpu_index_recorder_destroy(r);
+    check_store_holds(tmpdir, recs, n - 10);
+
+    /* 4. No pcap header of ours: set aside, never served, and the next
+     * segment is numbered after it. */
+    rm_rf(tmpdir);
+    crash_while_recording(tmpdir, recs, n, 564);
+    FILE *f = fopen(pcap, "r+b");
+    fputc(0, f);
+    fclose(f);
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: bad header: %s", gpu_index_recorder_recovery_log(r));
+    assert_int_equal(st.segments_set_aside, 1);
+    assert_int_equal(st.segments_recovered, 0);
+    assert_non_null(strstr(gpu_index_recorder_recovery_log(r),
+                           "set aside as seg-0000000000000003.pcap.damaged"));
+    assert_int_equal(count_files(tmpdir, ".damaged"), 2);
+    check_store_holds(tmpdir, recs, 2000);
+    feed(r, &g, recs + n, 10, 1700000100ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_destroy(r);
+    snprintf(pcap, sizeof pcap, "%s/seg-%016d.idx", tmpdir, 4);
+    assert_int_equal(access(pcap, F_OK), 0);
+
+    /* 5. One recorder a folder. */
+    struct gpu_index_recorder_config cfg;
+    struct gpu_index_recorder *r2;
+    char err[256];
+
+    r = make_recorder(tmpdir, 1000, 0, 0, backends[0], 0);
+    gpu_index_recorder_config_init(&cfg);
+    cfg.dir = tmpdir;
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r2, err, sizeof err),
+                     GPU_ERR_INVALID);
+    assert_non_null(strstr(err, "in use by another recorder"));
+    /* ...unless it replaces the one there: it records once that one has
+     * closed (its open segment closed, not taken for a crashed one). */
+    cfg.wait_for_lock = true;
+    cfg.segment_packets = 1000;
+    feed(r, &g, recs + n + 10, 100, 1700000200ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r2, err, sizeof err),
+                     GPU_OK);
+    assert_null(gpu_index_recorder_recovery_log(r2));
+    feed(r2, &g, recs + n + 110, 100, 1700000300ull * 1000000000ull);
+    gpu_index_recorder_destroy(r);
+    assert_int_equal(gpu_index_recorder_flush(r2), GPU_OK);
+    assert_string_equal(gpu_index_recorder_recovery_log(r2), "");
+    gpu_index_recorder_get_stats(r2, &st);
+    assert_int_equal(st.recorded, 100);
+    assert_int_equal(st.segments_recovered + st.segments_set_aside, 0);
+    gpu_index_recorder_destroy(r2);
+    /* Segments 1, 2 (the crashed run's), 4 (ten), 5 (r's hundred), 6
+     * (r2's hundred). */
+    memmove(recs + 2000, recs + n, 210 * sizeof *recs);
+    check_store_holds(tmpdir, recs, 2210);
+    rm_rf(tmpdir);
+    free(recs);
+}
+
 static void
 test_recorder_drops(void **state)
 {
@@ -1302,7 +1511,9 @@ main(void)
     int chosen[2];
 
     master_seed = test_seed_init("test-index");
-    n_backends = test_backends_from_env("test-index", "GPU_INDEX_BACKEND", have_cuda, GPU_INDEX_BACKEND_CPU, GPU_INDEX_BACKEND_CUDA, chosen);
+    n_backends = test_backends_from_env("test-index", "GPU_INDEX_BACKEND",
+                                        have_cuda, GPU_INDEX_BACKEND_CPU,
+                                        GPU_INDEX_BACKEND_CUDA, chosen);
     if (!n_backends) {
         return 1;
     }
@@ -1330,6 +1541,7 @@ main(void)
         cmocka_unit_test(test_store_rotation),
         cmocka_unit_test(test_store_retention),
         cmocka_unit_test(test_store_damage),
+        cmocka_unit_test(test_store_crash),
         cmocka_unit_test(test_recorder_drops),
         cmocka_unit_test(test_recorder_concurrent),
     };

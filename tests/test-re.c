@@ -17,7 +17,8 @@
 /*
  * Tests of gpu_services/re/: chunking against a plain bit-serial Rabin
  * reference written here (not re-inline.h) on random data and on real
- * text (the repository's Snort community rules); the CPU and CUDA chunkers against each other;
+ * text (the repository's Snort community rules); the CPU and CUDA
+ * chunkers against each other;
  * encode then decode byte-exact over many packets with cache wrap-around
  * and epochs; loss, reordering and duplication never give wrong bytes;
  * malformed shims refused; the packet helpers on IPv4/IPv6 TCP/UDP frames
@@ -1312,7 +1313,9 @@ main(void)
     int chosen[2];
 
     master_seed = test_seed_init("test-re");
-    n_backends = test_backends_from_env("test-re", "GPU_RE_BACKEND", cuda, GPU_RE_BACKEND_CPU, GPU_RE_BACKEND_CUDA, chosen);
+    n_backends = test_backends_from_env("test-re", "GPU_RE_BACKEND", cuda,
+                                        GPU_RE_BACKEND_CPU,
+                                        GPU_RE_BACKEND_CUDA, chosen);
     if (!n_backends) {
         return 1;
     }

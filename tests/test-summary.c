@@ -285,6 +285,50 @@ test_missing_and_make_status(void **state)
     build_destroy(&b);
 }
 
+/* Runs tests/layer-result on 'program' (a script in the build directory)
+ * there, with 'prefix' as OVSGPU_LAYER_PREFIX, and returns its exit
+ * status.  Both variables are given, since check-sanitizers runs this
+ * test with its own. */
+static int
+layer_result_run(struct build *b, const char *prefix, const char *program)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof cmd, "cd '%s' && chmod +x '%s' && "
+             "OVSGPU_RESULTS=results OVSGPU_LAYER_PREFIX='%s' "
+             "sh '%s/tests/layer-result' run ./%s > /dev/null 2>&1",
+             b->dir, program, prefix, OVSGPU_SRCDIR, program);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* The same test run again in another build (check-sanitizers, with
+ * OVSGPU_LAYER_PREFIX) is a layer of its own: its failure fails the
+ * summary, by its prefixed name, though the unprefixed layer passed. */
+static void
+test_prefixed_layer(void **state)
+{
+    struct build b;
+
+    build_init(&b);
+    put(&b, "results/expected", "t\nsanitizers-t\n");
+    put(&b, "t", "exit 0\n");
+    assert_int_equal(layer_result_run(&b, "", "t"), 0);
+    put(&b, "t", "echo heap-buffer-overflow; exit 1\n");
+    assert_int_equal(layer_result_run(&b, "sanitizers-", "t"), 1);
+    summarize(&b, NULL);
+    assert_failed(&b);
+    assert_non_null(strstr(b.out, "sanitizers-t "));
+    assert_non_null(strstr(b.out, "FAILED: exit status 1"));
+
+    put(&b, "t", "exit 0\n");
+    assert_int_equal(layer_result_run(&b, "sanitizers-", "t"), 0);
+    summarize(&b, NULL);
+    assert_passed(&b);
+    build_destroy(&b);
+}
+
 int
 main(void)
 {
@@ -295,6 +339,7 @@ main(void)
         cmocka_unit_test(test_skip_with_reason),
         cmocka_unit_test(test_skip_not_allowed),
         cmocka_unit_test(test_missing_and_make_status),
+        cmocka_unit_test(test_prefixed_layer),
     };
 
     return test_run_group("test-summary", tests);

@@ -169,6 +169,13 @@ int gpu_index_build(struct gpu_index_builder *, const uint32_t *values,
                     struct gpu_index_build_times *times);
 uint64_t gpu_index_builder_fallbacks(const struct gpu_index_builder *);
 
+/* Test only: the next 'n' builds fail as a device would, with 'error'
+ * (GPU_ERR_DEVICE or GPU_ERR_DEVICE_NOMEM), before they reach the backend,
+ * and are finished on the CPU (and counted) as real device failures are.
+ * Any thread. */
+void gpu_index_builder_inject_fault(struct gpu_index_builder *, int error,
+                                    unsigned int n);
+
 /* ---- Records and attributes. ---- */
 
 #define GPU_INDEX_NO_VLAN 0xffff
@@ -312,6 +319,10 @@ struct gpu_index_recorder_config {
     uint64_t retention_bytes;   /* Delete oldest beyond this (0: keep). */
     uint32_t retention_seconds; /* ...or older than this (0: keep). */
     uint32_t ring_slots;        /* Staging ring (default 65536). */
+    /* The folder's recorder is being replaced by this one and closes
+     * soon: rather than refusing the folder while it is held, wait for it
+     * in the worker thread (packets wait in the ring meanwhile). */
+    bool wait_for_lock;
 };
 
 void gpu_index_recorder_config_init(struct gpu_index_recorder_config *);
@@ -350,14 +361,30 @@ void gpu_index_recorder_pause(struct gpu_index_recorder *, bool pause);
 struct gpu_index_recorder_stats {
     uint64_t submitted, dropped, recorded;
     uint64_t segments_written, segments_deleted;
+    /* At create, from segments a crash left without an index: */
+    uint64_t segments_recovered;        /* Indexed anew, records kept. */
+    uint64_t records_recovered;
+    uint64_t bytes_cut;         /* Of records cut short, truncated off. */
+    uint64_t segments_set_aside;        /* Unreadable: renamed *.damaged. */
     uint64_t pcap_bytes, index_bytes;  /* Of segments on disk now. */
     uint64_t build_ns;          /* Spent building indexes. */
     uint64_t build_rows;        /* Rows indexed (per attribute). */
+    uint64_t build_fallbacks;   /* Builds the device failed: on the CPU. */
     char backend[96];
 };
 
 void gpu_index_recorder_get_stats(struct gpu_index_recorder *,
                                   struct gpu_index_recorder_stats *);
+
+/* Test only: gpu_index_builder_inject_fault() on the recorder's builder. */
+void gpu_index_recorder_inject_fault(struct gpu_index_recorder *, int error,
+                                     unsigned int n);
+
+/* What the recorder found and did about segments left by a crash, one
+ * line per segment ("" if nothing), for the caller's log.  NULL while a
+ * recorder created with 'wait_for_lock' still waits for the folder (then
+ * it has not looked yet). */
+const char *gpu_index_recorder_recovery_log(struct gpu_index_recorder *);
 
 /* Runs 'expr' over every complete segment in 'dir'.  Each match is
  * written to 'out' as one line (time, protocol, source:port ->

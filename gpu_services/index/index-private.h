@@ -37,6 +37,8 @@ struct gpu_index_builder {
     uint32_t max_rows;
     void *pdata;
     uint64_t n_fallbacks;
+    unsigned int faults_left;   /* Injected (test only), atomic. */
+    int fault_error;
     char describe[300];
 };
 

@@ -418,7 +418,31 @@ gpu_index_builder_describe(const struct gpu_index_builder *b)
 uint64_t
 gpu_index_builder_fallbacks(const struct gpu_index_builder *b)
 {
-    return b->n_fallbacks;
+    return __atomic_load_n(&b->n_fallbacks, __ATOMIC_RELAXED);
+}
+
+void
+gpu_index_builder_inject_fault(struct gpu_index_builder *b, int error,
+                               unsigned int n)
+{
+    __atomic_store_n(&b->fault_error, error, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->faults_left, n, __ATOMIC_RELEASE);
+}
+
+/* Returns the error of an injected fault, using it up, or 0. */
+static int
+take_fault(struct gpu_index_builder *b)
+{
+    unsigned int n = __atomic_load_n(&b->faults_left, __ATOMIC_ACQUIRE);
+
+    while (n) {
+        if (__atomic_compare_exchange_n(&b->faults_left, &n, n - 1, true,
+                                        __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            return __atomic_load_n(&b->fault_error, __ATOMIC_RELAXED);
+        }
+    }
+    return 0;
 }
 
 int
@@ -447,11 +471,14 @@ gpu_index_build(struct gpu_index_builder *b, const uint32_t *values,
         }
         return GPU_OK;
     }
-    error = b->prov->build(b, values, n, bits, enc, flags, out, times);
+    error = take_fault(b);
+    if (!error) {
+        error = b->prov->build(b, values, n, bits, enc, flags, out, times);
+    }
     if ((error == GPU_ERR_DEVICE || error == GPU_ERR_DEVICE_NOMEM)
         && values && !(flags & GPU_INDEX_BUILD_RESIDENT)) {
         /* The device failed this batch; the CPU still answers it. */
-        b->n_fallbacks++;
+        __atomic_add_fetch(&b->n_fallbacks, 1, __ATOMIC_RELAXED);
         error = gpu_index_cpu_build(NULL, values, n, bits, enc, out);
     }
     return error;

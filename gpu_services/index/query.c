@@ -185,9 +185,10 @@ it_init(struct run_iter *it, const uint32_t *w, size_t n, bool plwah)
 {
     memset(it, 0, sizeof *it);
     it->w = w;
-    /* An empty result bitmap has no words at all (NULL): even "NULL + 0"
-     * is undefined in C, and UBSan stops on it. */
-    it->end = n ? w + n : w;
+    /* An empty bitmap (an absent column, the missing second operand of
+     * an odd OR) has no words at all: NULL + 0 is undefined in C, which
+     * clang's UBSan reports. */
+    it->end = w ? w + n : w;
     it->plwah = plwah;
 }
 

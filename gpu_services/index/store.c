@@ -5,11 +5,26 @@
  * Files in the store's folder, for segment number N (16 digits, rising):
  *
  *   seg-N.pcap     the packets, nanosecond pcap, snaplen bytes of each.
+ *   seg-N.ports    while the segment is open: the input port of each
+ *                  record, a u32 per record in pcap order (the one thing
+ *                  the index needs that a pcap cannot hold).  Deleted
+ *                  once the index is written.
  *   seg-N.idx      written only once the pcap is complete and on disk:
  *                  first to seg-N.idx.tmp, fsync'd, then renamed.  So a
- *                  crash leaves either no index (the segment is reported
- *                  as partial and skipped) or a whole one; and a damaged
- *                  one fails its CRC and is refused, never served.
+ *                  crash leaves either no index or a whole one; and a
+ *                  damaged one fails its CRC and is refused, never served.
+ *   .lock          flock()'d by the recorder that owns the folder.
+ *
+ * Crash safety.  A crash (kill -9 included) while a segment is open
+ * leaves its pcap and ports files without an index, possibly with a last
+ * record cut short (stdio writes its buffer in pieces; the worker flushes
+ * both files whenever it goes idle, so little is ever unwritten).  The
+ * next recorder to open the folder recovers it before it records: it
+ * keeps the records that are whole in both files, truncates the pcap
+ * after the last of them, and indexes them; a pcap with no whole record
+ * or no readable header is set aside (renamed seg-N.pcap.damaged), never
+ * served.  Either way it says so in its recovery log and counters.
+ * Segments closed before the crash are untouched.
  *
  * Index file layout (little-endian):
  *
@@ -45,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -663,6 +679,8 @@ struct gpu_index_recorder {
     uint64_t seq;
     pcap_t *dead;
     pcap_dumper_t *dumper;
+    FILE *ports;                /* seg-N.ports. */
+    bool unflushed;             /* Records not yet write()n. */
     struct gpu_index_record *recs;
     uint64_t *offs;
     uint32_t n_recs, recs_cap;
@@ -673,6 +691,16 @@ struct gpu_index_recorder {
     uint64_t submitted, dropped, recorded, segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
+
+    /* Recovery, before the first record (by create, or by the worker when
+     * it had to wait for the folder's lock). */
+    int lock_fd;
+    bool locked;                /* Holds the lock (worker only, after). */
+    atomic_bool ready;          /* Recovered: the log below is final. */
+    char *recovery_log;
+    size_t recovery_log_len;
+    uint64_t segments_recovered, records_recovered, bytes_cut,
+             segments_set_aside;
 };
 
 void
@@ -776,6 +804,8 @@ apply_retention(struct gpu_index_recorder *r)
         unlink(path);
         seg_path(path, sizeof path, r->dir, segs[i].seq, "pcap");
         unlink(path);
+        seg_path(path, sizeof path, r->dir, segs[i].seq, "ports");
+        unlink(path);
         total -= segs[i].pcap_bytes + segs[i].idx_bytes;
         add(&r->segments_deleted, 1);
     }
@@ -804,6 +834,13 @@ close_segment(struct gpu_index_recorder *r)
     pcap_close(r->dead);
     r->dumper = NULL;
     r->dead = NULL;
+    if (r->ports) {
+        fflush(r->ports);
+        fsync(fileno(r->ports));
+        fclose(r->ports);
+        r->ports = NULL;
+    }
+    r->unflushed = false;
 
     t0 = gpu_index_now_ms();
     error = gpu_index_segment_index_build(r->builder, r->recs, r->n_recs,
@@ -821,6 +858,10 @@ close_segment(struct gpu_index_recorder *r)
         }
     }
     if (!error) {
+        /* The index holds the ports now; without it, recovery at the
+         * next start still has them. */
+        seg_path(path, sizeof path, r->dir, r->seq, "ports");
+        unlink(path);
         add(&r->segments_written, 1);
     }
     r->n_recs = 0;
@@ -847,10 +888,40 @@ open_segment(struct gpu_index_recorder *r, uint64_t ts_ns)
         r->dead = NULL;
         return GPU_ERR_INVALID;
     }
+    seg_path(path, sizeof path, r->dir, r->seq, "ports");
+    r->ports = fopen(path, "wb");
+    if (!r->ports) {
+        fprintf(stderr, "gpu-index: %s: %s\n", path, strerror(errno));
+        pcap_dump_close(r->dumper);
+        pcap_close(r->dead);
+        r->dumper = NULL;
+        r->dead = NULL;
+        return GPU_ERR_INVALID;
+    }
     r->n_recs = 0;
     r->seg_first_ts = ts_ns;
     r->seg_opened = time(NULL);
     return GPU_OK;
+}
+
+/* Makes room for record 'n' in 'r->recs' and 'r->offs'.  Returns true if
+ * there is none (no memory). */
+static bool
+recs_make_room(struct gpu_index_recorder *r, uint32_t n)
+{
+    if (n == r->recs_cap) {
+        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
+        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
+        uint64_t *no = realloc(r->offs, cap * sizeof *no);
+
+        r->recs = nr ? nr : r->recs;
+        r->offs = no ? no : r->offs;
+        if (!nr || !no) {
+            return true;
+        }
+        r->recs_cap = cap;
+    }
+    return false;
 }
 
 static void
@@ -869,18 +940,9 @@ record_one(struct gpu_index_recorder *r, const struct slot *s,
         add(&r->dropped, 1);
         return;
     }
-    if (r->n_recs == r->recs_cap) {
-        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
-        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
-        uint64_t *no = realloc(r->offs, cap * sizeof *no);
-
-        r->recs = nr ? nr : r->recs;
-        r->offs = no ? no : r->offs;
-        if (!nr || !no) {
-            add(&r->dropped, 1);
-            return;
-        }
-        r->recs_cap = cap;
+    if (recs_make_room(r, r->n_recs)) {
+        add(&r->dropped, 1);
+        return;
     }
     rec = &r->recs[r->n_recs];
     gpu_index_record_from_frame(rec, data, s->caplen, s->len, s->ts_ns,
@@ -893,10 +955,32 @@ record_one(struct gpu_index_recorder *r, const struct slot *s,
     h.caplen = s->caplen;
     h.len = s->len;
     pcap_dump((u_char *) r->dumper, &h, data);
+    fwrite(&s->in_port, sizeof s->in_port, 1, r->ports);
+    r->unflushed = true;
     add(&r->recorded, 1);
     if (r->n_recs >= r->cfg.segment_packets) {
         close_segment(r);
     }
+}
+
+static void recover_store(struct gpu_index_recorder *);
+
+/* With the folder's lock held: recovers what a crash left, applies the
+ * retention limits, and numbers new segments after the ones there. */
+static void
+recorder_open_store(struct gpu_index_recorder *r)
+{
+    struct seg_entry *segs;
+    int n;
+
+    recover_store(r);
+    apply_retention(r);         /* Counts what is on disk, too. */
+    n = list_segments(r->dir, &segs);
+    if (n > 0 && segs[n - 1].seq > r->seq) {
+        r->seq = segs[n - 1].seq;
+    }
+    free(segs);
+    atomic_store_explicit(&r->ready, true, memory_order_release);
 }
 
 static void *
@@ -904,6 +988,19 @@ worker(void *r_)
 {
     struct gpu_index_recorder *r = r_;
 
+    /* The recorder this one replaces closes soon (its packets are
+     * flushed first); until then, packets wait in the ring. */
+    while (!r->locked) {
+        if (atomic_load(&r->stop)) {
+            return NULL;
+        }
+        if (!flock(r->lock_fd, LOCK_EX | LOCK_NB)) {
+            r->locked = true;
+            recorder_open_store(r);
+        } else {
+            usleep(1000);
+        }
+    }
     for (;;) {
         int got = 0;
 
@@ -923,6 +1020,13 @@ worker(void *r_)
         }
         if (got) {
             continue;
+        }
+        if (r->unflushed) {
+            /* Idle: hand what is recorded to the kernel, so that a crash
+             * of the process loses none of it (recovery keeps it). */
+            pcap_dump_flush(r->dumper);
+            fflush(r->ports);
+            r->unflushed = false;
         }
         pthread_mutex_lock(&r->mutex);
         if (r->flush_req != r->flush_done || atomic_load(&r->stop)) {
@@ -949,16 +1053,261 @@ worker(void *r_)
     }
 }
 
+/* ---- Recovery of segments a crash left open. ---- */
+
+static void
+recovery_log(struct gpu_index_recorder *r, const char *fmt, ...)
+{
+    char line[512];
+    va_list args;
+    int n;
+
+    va_start(args, fmt);
+    n = vsnprintf(line, sizeof line, fmt, args);
+    va_end(args);
+    if (n < 0) {
+        return;
+    }
+    n = strlen(line);
+    char *log = realloc(r->recovery_log, r->recovery_log_len + n + 2);
+    if (log) {
+        memcpy(log + r->recovery_log_len, line, n);
+        log[r->recovery_log_len + n] = '\n';
+        log[r->recovery_log_len + n + 1] = '\0';
+        r->recovery_log = log;
+        r->recovery_log_len += n + 1;
+    }
+}
+
+/* Renames segment 'seq's files out of the store's view (list_segments()
+ * ignores *.damaged), so that nothing in them is ever served, but an
+ * operator can still look at them. */
+static void
+set_aside(struct gpu_index_recorder *r, uint64_t seq, const char *why)
+{
+    static const char *const suffixes[] = { "pcap", "ports" };
+    char from[1024], to[1040];
+
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        seg_path(from, sizeof from, r->dir, seq, suffixes[i]);
+        snprintf(to, sizeof to, "%s.damaged", from);
+        rename(from, to);
+    }
+    r->segments_set_aside++;
+    recovery_log(r, "segment %"PRIu64" left by a crash: %s; set aside as "
+                 "seg-%016"PRIu64".pcap.damaged", seq, why, seq);
+}
+
+/* Reads segment 'seq''s input-port journal: '*n' entries, malloc()'d. */
+static uint32_t *
+read_ports(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    uint32_t *ports = NULL;
+    size_t cap = 0;
+
+    *n = 0;
+    if (!f) {
+        return NULL;
+    }
+    for (;;) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4096;
+            uint32_t *np = realloc(ports, cap * sizeof *np);
+            if (!np) {
+                break;
+            }
+            ports = np;
+        }
+        size_t got = fread(ports + *n, sizeof *ports, cap - *n, f);
+        *n += got;
+        if (*n < cap) {
+            break;              /* A torn last entry is not counted. */
+        }
+    }
+    fclose(f);
+    return ports;
+}
+
+/* Segment 'seq' has a pcap and no index: keeps its records that are whole
+ * in both the pcap and the ports journal, cuts the pcap after the last of
+ * them, and indexes them.  Uses the recorder's own buffers and builder:
+ * runs before the worker starts. */
+static void
+recover_segment(struct gpu_index_recorder *r, uint64_t seq)
+{
+    const uint32_t max_rows = r->cfg.segment_packets;
+    char path[1024], why[512];
+    uint8_t *data = NULL;
+    uint32_t *ports;
+    size_t n_ports, n = 0;
+    uint32_t gh[6], snaplen;
+    uint64_t end = 24, size;
+    struct stat st;
+    FILE *f;
+
+    seg_path(path, sizeof path, r->dir, seq, "ports");
+    ports = read_ports(path, &n_ports);
+    seg_path(path, sizeof path, r->dir, seq, "pcap");
+    f = fopen(path, "r+b");
+    if (!f || fstat(fileno(f), &st)) {
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        goto set_aside;
+    }
+    size = st.st_size;
+    /* Nanosecond pcap in this host's byte order: what the recorder
+     * writes, and nothing else. */
+    if (fread(gh, 4, 6, f) != 6 || gh[0] != 0xa1b23c4d || gh[5] != 1) {
+        snprintf(why, sizeof why, "no pcap header of ours");
+        goto set_aside;
+    }
+    snaplen = gh[4];
+    data = malloc(snaplen ? snaplen : 1);
+    while (data && n < n_ports && n < max_rows) {
+        uint32_t h[4];
+
+        if (recs_make_room(r, n)) {
+            break;
+        }
+        if (fread(h, 4, 4, f) != 4 || h[1] >= 1000000000u || h[2] > snaplen
+            || h[2] > h[3] || fread(data, 1, h[2], f) != h[2]) {
+            break;              /* Cut short, or never finished. */
+        }
+        gpu_index_record_from_frame(&r->recs[n], data, h[2], h[3],
+                                    h[0] * 1000000000ull + h[1], ports[n]);
+        r->offs[n] = end;
+        r->recs[n].pcap_offset = end;
+        end += 16 + h[2];
+        n++;
+    }
+    free(data);
+    if (!n) {
+        snprintf(why, sizeof why, "no whole record (%"PRIu64" bytes of "
+                 "pcap, %zu ports)", size, n_ports);
+        goto set_aside;
+    }
+    if (end < size && ftruncate(fileno(f), end)) {
+        snprintf(why, sizeof why, "cannot cut it short: %s",
+                 strerror(errno));
+        goto set_aside;
+    }
+    fsync(fileno(f));
+    fclose(f);
+    f = NULL;
+    free(ports);
+    ports = NULL;
+
+    if (gpu_index_segment_index_build(r->builder, r->recs, n,
+                                      r->cfg.encoding, &r->seg)) {
+        snprintf(why, sizeof why, "its index could not be built");
+        goto set_aside;
+    }
+    seg_path(path, sizeof path, r->dir, seq, "idx");
+    if (gpu_index_file_write(path, &r->seg, r->offs, r->recs[0].ts_ns,
+                             r->recs[n - 1].ts_ns, why, sizeof why)) {
+        goto set_aside;
+    }
+    seg_path(path, sizeof path, r->dir, seq, "ports");
+    unlink(path);
+    r->segments_recovered++;
+    r->records_recovered += n;
+    r->bytes_cut += size - end;
+    recovery_log(r, "segment %"PRIu64" left by a crash: recovered %zu "
+                 "records%s, %"PRIu64" bytes cut short", seq, n,
+                 n == max_rows ? " (the segment's maximum)" : "",
+                 size - end);
+    return;
+
+set_aside:
+    if (f) {
+        fclose(f);
+    }
+    free(ports);
+    set_aside(r, seq, why);
+}
+
+/* Recovers every segment of the folder that has a pcap but no index, and
+ * removes what a crash may have left beside whole segments: index files
+ * never renamed into place, and port journals whose index exists. */
+static void
+recover_store(struct gpu_index_recorder *r)
+{
+    struct seg_entry *segs;
+    struct dirent *de;
+    DIR *d = opendir(r->dir);
+    int n;
+
+    while (d && (de = readdir(d))) {
+        unsigned long long seq;
+        char suffix[16], path[1024];
+        struct stat st;
+
+        if (sscanf(de->d_name, "seg-%16llu.%15s", &seq, suffix) != 2) {
+            continue;
+        }
+        /* New segments come after every number used, set aside ones
+         * included. */
+        if (seq > r->seq) {
+            r->seq = seq;
+        }
+        snprintf(path, sizeof path, "%s/%s", r->dir, de->d_name);
+        if (!strcmp(suffix, "idx.tmp")) {
+            unlink(path);
+        } else if (!strcmp(suffix, "ports")) {
+            char idx[1024];
+
+            seg_path(idx, sizeof idx, r->dir, seq, "idx");
+            if (!stat(idx, &st)) {
+                unlink(path);
+            }
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    n = list_segments(r->dir, &segs);
+    for (int i = 0; i < n; i++) {
+        if (segs[i].has_pcap && !segs[i].has_idx) {
+            recover_segment(r, segs[i].seq);
+        }
+    }
+    free(segs);
+    r->n_recs = 0;
+}
+
+/* Creates 'dir' and its parents. */
+static int
+mkdir_parents(const char *dir)
+{
+    char path[1024];
+    size_t len = strlen(dir);
+
+    if (len >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, len + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0755) && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
+}
+
 int
 gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                           struct gpu_index_recorder **rp, char *err,
                           size_t err_size)
 {
     struct gpu_index_recorder *r;
-    struct seg_entry *segs;
-    char why[256];
+    char why[256], path[1024];
     size_t slots = 1;
-    int n, error;
+    int error;
 
     *rp = NULL;
     if (!cfg->dir || !*cfg->dir || cfg->snaplen < 64
@@ -970,13 +1319,30 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                 "1..2^24)");
         return GPU_ERR_INVALID;
     }
-    if (mkdir(cfg->dir, 0755) && errno != EEXIST) {
+    if (mkdir_parents(cfg->dir)) {
         set_err(err, err_size, "%s: %s", cfg->dir, strerror(errno));
         return GPU_ERR_INVALID;
     }
     r = calloc(1, sizeof *r);
     if (!r) {
         return GPU_ERR_NOMEM;
+    }
+    /* One recorder a folder: another would take its open segment for one
+     * left by a crash.  A successor ('wait_for_lock') waits, in its
+     * worker, for the recorder it replaces to close. */
+    snprintf(path, sizeof path, "%s/.lock", cfg->dir);
+    r->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    r->locked = r->lock_fd >= 0 && !flock(r->lock_fd, LOCK_EX | LOCK_NB);
+    if (!r->locked && (r->lock_fd < 0 || errno != EWOULDBLOCK
+                       || !cfg->wait_for_lock)) {
+        set_err(err, err_size, "%s: %s", cfg->dir,
+                r->lock_fd >= 0 && errno == EWOULDBLOCK
+                ? "in use by another recorder" : strerror(errno));
+        if (r->lock_fd >= 0) {
+            close(r->lock_fd);
+        }
+        free(r);
+        return GPU_ERR_INVALID;
     }
     r->cfg = *cfg;
     r->dir = strdup(cfg->dir);
@@ -1007,24 +1373,26 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         r->seg.attrs[a].pinned = (gpu_index_builder_backend(r->builder)
                                   == GPU_INDEX_BACKEND_CUDA);
     }
-    /* Go on after the newest segment already there. */
-    n = list_segments(r->dir, &segs);
-    if (n > 0) {
-        r->seq = segs[n - 1].seq;
+    if (r->locked) {
+        recorder_open_store(r);
     }
-    free(segs);
     pthread_mutex_init(&r->mutex, NULL);
     pthread_cond_init(&r->cond, NULL);
     if (pthread_create(&r->thread, NULL, worker, r)) {
         set_err(err, err_size, "cannot start the worker thread");
         error = GPU_ERR_NOMEM;
         gpu_index_builder_destroy(r->builder);
+        gpu_index_segment_index_free(&r->seg);
         goto fail;
     }
     *rp = r;
     return GPU_OK;
 
 fail:
+    close(r->lock_fd);
+    free(r->recs);
+    free(r->offs);
+    free(r->recovery_log);
     free(r->dir);
     free(r->slots);
     free(r->data);
@@ -1072,7 +1440,25 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     free(r->slots);
     free(r->data);
     free(r->dir);
+    free(r->recovery_log);
+    close(r->lock_fd);
     free(r);
+}
+
+void
+gpu_index_recorder_inject_fault(struct gpu_index_recorder *r, int error,
+                                unsigned int n)
+{
+    gpu_index_builder_inject_fault(r->builder, error, n);
+}
+
+const char *
+gpu_index_recorder_recovery_log(struct gpu_index_recorder *r)
+{
+    if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
+        return NULL;
+    }
+    return r->recovery_log ? r->recovery_log : "";
 }
 
 void
@@ -1091,6 +1477,11 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->index_bytes = __atomic_load_n(&r->index_bytes, __ATOMIC_RELAXED);
     s->build_ns = __atomic_load_n(&r->build_ns, __ATOMIC_RELAXED);
     s->build_rows = __atomic_load_n(&r->build_rows, __ATOMIC_RELAXED);
+    s->build_fallbacks = gpu_index_builder_fallbacks(r->builder);
+    s->segments_recovered = r->segments_recovered;
+    s->records_recovered = r->records_recovered;
+    s->bytes_cut = r->bytes_cut;
+    s->segments_set_aside = r->segments_set_aside;
     snprintf(s->backend, sizeof s->backend, "%s",
              gpu_index_builder_describe(r->builder));
 }

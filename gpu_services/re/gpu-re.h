@@ -363,10 +363,14 @@ int gpu_re_decode_packet(struct gpu_re_decoder *, uint8_t *frame,
 /* Encodes 'n' frames in order, chunking all their payloads as one batch
  * on the encoder's chunker (identical output to n calls of
  * gpu_re_encode_packet()).  'results[i]' gets each frame's result.
- * Returns GPU_OK or an error (then nothing was changed). */
+ * Returns GPU_OK or an error (then nothing was changed): after a device
+ * error, gpu_re_encode_packets_cpu() does the same on the CPU. */
 int gpu_re_encode_packets(struct gpu_re_encoder *, uint8_t **frames,
                           size_t *lens, const size_t *caps, size_t n,
                           int *results);
+int gpu_re_encode_packets_cpu(struct gpu_re_encoder *, uint8_t **frames,
+                              size_t *lens, const size_t *caps, size_t n,
+                              int *results);
 
 /* Decodes 'n' frames in order (gpu_re_decode_packet() on each), for
  * symmetry with the encoder's burst call.  Returns GPU_OK or

@@ -1331,6 +1331,20 @@ gpu_re_encode_packet(struct gpu_re_encoder *e, uint8_t *f, size_t *len,
 }
 
 int
+gpu_re_encode_packets_cpu(struct gpu_re_encoder *e, uint8_t **frames,
+                          size_t *lens, const size_t *caps, size_t n,
+                          int *results)
+{
+    if (!e || (n && (!frames || !lens || !caps || !results))) {
+        return GPU_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = gpu_re_encode_packet(e, frames[i], &lens[i], caps[i]);
+    }
+    return GPU_OK;
+}
+
+int
 gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
                       size_t *lens, const size_t *caps, size_t n,
                       int *results)
@@ -1344,11 +1358,7 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
         return GPU_ERR_INVALID;
     }
     if (!e->chunker) {
-        for (i = 0; i < n; i++) {
-            results[i] = gpu_re_encode_packet(e, frames[i], &lens[i],
-                                              caps[i]);
-        }
-        return GPU_OK;
+        return gpu_re_encode_packets_cpu(e, frames, lens, caps, n, results);
     }
     for (i = 0; i < n; i++) {
         if (lens[i] > caps[i]) {

@@ -45,7 +45,7 @@ inst_create(const char *args, bool encoder)
         abort();
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, false, NULL);
+        inst->coder = fec_coder_get(inst->k, inst->m, false, false, NULL);
         inst->group = 0x5eed0000;
     }
     inst->encoder = encoder;
