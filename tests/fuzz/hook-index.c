@@ -49,7 +49,8 @@ checked_size(const char *s, uint64_t *out)
 }
 
 /* Checks that a value index_parse_config() took says what it got: every
- * retention size fits, and the last one given is the one in effect. */
+ * retention size among the options fits, and the last one given is the
+ * one in effect. */
 static void
 check_sizes(const char *value, const struct gpu_index_recorder_config *cfg)
 {
@@ -57,8 +58,9 @@ check_sizes(const char *value, const struct gpu_index_recorder_config *cfg)
     bool have = false;
     uint64_t v, last = 0;
 
-    for (item = strtok_r(copy, ",", &save_ptr); item;
-         item = strtok_r(NULL, ",", &save_ptr)) {
+    /* The first item is the folder, whatever it looks like. */
+    strtok_r(copy, ",", &save_ptr);
+    while ((item = strtok_r(NULL, ",", &save_ptr))) {
         if (!strncmp(item, "retention=", 10)) {
             if (!checked_size(item + 10, &v)) {
                 fprintf(stderr, "\"%s\" was taken, but \"%s\" does not "
@@ -80,13 +82,18 @@ check_sizes(const char *value, const struct gpu_index_recorder_config *cfg)
 char *
 fuzz_index_parse_config(const char *value)
 {
+    static const char base[] = "/var/lib/ovs-gpu";
     struct gpu_index_recorder_config cfg;
     char *dir;
-    char *error = index_parse_config(value, &cfg, &dir);
+    char *error = index_parse_config(value, base, &cfg, &dir);
 
     if (!error) {
-        /* What a good value gives must be usable as it is. */
-        if (!dir || dir[0] != '/' || cfg.dir != dir) {
+        /* What a good value gives must be usable as it is: a folder under
+         * the base that does not climb out of it. */
+        if (!dir || cfg.dir != dir || strncmp(dir, base, strlen(base))
+            || dir[strlen(base)] != '/' || path_climbs(dir)) {
+            fprintf(stderr, "\"%s\" gave folder \"%s\"\n", value,
+                    dir ? dir : "(null)");
             abort();
         }
         check_sizes(value, &cfg);
