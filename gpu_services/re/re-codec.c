@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,10 +194,25 @@ cache_match_back(const struct re_cache *c, uint64_t q, const uint8_t *p,
 static void *
 alloc_prefaulted(size_t size, size_t align)
 {
-    size_t rounded = (size + align - 1) / align * align;
-    uint8_t *p = aligned_alloc(align, rounded);
+    size_t rounded, huge = 2 << 20;
+    uint8_t *p;
 
+    /* Probes land anywhere in a table or cache of many megabytes: with
+     * 4 KB pages nearly each one also misses the TLB (a 32 MB table is
+     * 8192 pages, several times a core's second-level TLB).  Ask for
+     * 2 MB pages where the kernel has them (transparent huge pages in
+     * "madvise" mode); without them this is a no-op. */
+    if (size >= huge) {
+        align = huge;
+    }
+    rounded = (size + align - 1) / align * align;
+    p = aligned_alloc(align, rounded);
     if (p) {
+#ifdef MADV_HUGEPAGE
+        if (align == huge) {
+            madvise(p, rounded, MADV_HUGEPAGE);
+        }
+#endif
         memset(p, 0, rounded);
         for (size_t i = 0; i < rounded; i += 4096) {
             ((volatile uint8_t *) p)[i] = 0;
