@@ -168,6 +168,16 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     free(x);
 }
 
+/* A result buffer of 'size' bytes on the device and its pinned copy on
+ * the host. */
+static int
+alloc_result(void **dev, void **host, size_t size)
+{
+    int error = CK(cudaMalloc(dev, size));
+
+    return error ? error : CK(cudaMallocHost(host, size));
+}
+
 static int
 cuda_batch_init(struct gpu_re_batch *b)
 {
@@ -210,21 +220,15 @@ cuda_batch_init(struct gpu_re_batch *b)
     if (!error && b->want_fps) {
         error = CK(cudaMallocHost((void **) &b->fps, ns * sizeof *b->fps));
     }
+    /* Chunk hashes by slot, payload hashes by packet. */
     if (!error && b->want_hashes) {
-        error = CK(cudaMalloc((void **) &x->d_hashes,
-                              ns * sizeof *x->d_hashes));
+        error = alloc_result((void **) &x->d_hashes, (void **) &b->hashes,
+                             ns * sizeof *b->hashes);
     }
     if (!error && b->want_hashes) {
-        error = CK(cudaMalloc((void **) &x->d_payload_hashes,
-                              np * sizeof *x->d_payload_hashes));
-    }
-    if (!error && b->want_hashes) {
-        error = CK(cudaMallocHost((void **) &b->hashes,
-                                  ns * sizeof *b->hashes));
-    }
-    if (!error && b->want_hashes) {
-        error = CK(cudaMallocHost((void **) &b->payload_hashes,
-                                  np * sizeof *b->payload_hashes));
+        error = alloc_result((void **) &x->d_payload_hashes,
+                             (void **) &b->payload_hashes,
+                             np * sizeof *b->payload_hashes);
     }
     if (!error) {
         error = CK(cudaStreamCreateWithFlags(&x->copy,
