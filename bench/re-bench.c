@@ -32,8 +32,14 @@
  *    byte), against an ideal dedup of the whole trace: every distinct
  *    content-defined chunk counted once, with an unbounded cache.
  *
+ *    Then the same payloads chunked ahead in batches (CPU, CUDA) and
+ *    encoded two ways: with the encoder hashing (old) and with the
+ *    batch's hashes and prefetched probes (new), both checked against
+ *    the inline run's shims.
+ *
  * Usage: re-bench [--mb N] [--iters N] [--streams N] [--threads N]
  *                 [--trace-mb N] [--cache-mb N] [--seed S]
+ * (--mb 0: no chunking table, the trace alone.)
  */
 #include <config.h>
 
