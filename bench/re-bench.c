@@ -32,8 +32,14 @@
  *    byte), against an ideal dedup of the whole trace: every distinct
  *    content-defined chunk counted once, with an unbounded cache.
  *
+ *    Then the same payloads chunked ahead in batches (CPU, CUDA) and
+ *    encoded two ways: with the encoder hashing (old) and with the
+ *    batch's hashes and prefetched probes (new), both checked against
+ *    the inline run's shims.
+ *
  * Usage: re-bench [--mb N] [--iters N] [--streams N] [--threads N]
  *                 [--trace-mb N] [--cache-mb N] [--seed S]
+ * (--mb 0: no chunking table, the trace alone.)
  */
 #include <config.h>
 
@@ -491,6 +497,17 @@ hset_add(struct hset *s, struct gpu_re_hash h)
     }
 }
 
+/* Folds one encode result and its output bytes into 'digest', to check
+ * that two encoding paths gave exactly the same shims. */
+static void
+digest_add(uint64_t *digest, int result, const uint8_t *out, size_t len)
+{
+    struct gpu_re_hash h = gpu_re_hash128(out, len);
+
+    *digest = (*digest ^ h.lo ^ (uint64_t) result << 56)
+              * 0x100000001b3ULL;
+}
+
 static void
 trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
             int sends)
@@ -505,6 +522,7 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
     uint16_t *ends = malloc(65536 * sizeof *ends);
     uint64_t total = 0, unique = 0, bad = 0;
     double enc_secs = 0, t0;
+    uint64_t inline_digest = 0;
     /* The trace's payloads, packed, for the batch-chunked run. */
     size_t tcap = (size_t) sends * (trace_mb << 20) + 65536;
     size_t pcap = tcap / 1000 + 1024, np = 0;
@@ -589,6 +607,8 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
                 t0 = now();
                 r = gpu_re_encode(e, doc + o, pl, NULL, 0, shim, 4096, &sl);
                 enc_secs += now() - t0;
+                digest_add(&inline_digest, r,
+                           r == GPU_RE_SHIM ? shim : doc + o, sl);
                 if (r == GPU_RE_SHIM) {
                     r = gpu_re_decode(d, shim, sl, out, 65536, &ol);
                     bad += r != GPU_RE_DECODED || ol != pl
@@ -624,15 +644,31 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
 
     /* The same payloads, chunked ahead in batches (as the action's
      * burst path does), then encoded with those cuts: the CPU's share of
-     * RE once the chunking is off it.  Same cuts, so the same output. */
+     * RE once the chunking is off it.  Two paths on the same batches:
+     * "old", gpu_re_encode() with the cuts (the encoder hashes each
+     * chunk and probes the table chunk by chunk), and "new", the batch
+     * also hashing the chunks and payloads where it chunks them and
+     * gpu_re_encode_chunks() with the table buckets prefetched a few
+     * payloads ahead.  Same cuts, so both must give the inline run's
+     * output exactly: every shim is folded into a digest. */
     for (int be = 0; be < 2; be++) {
+        struct path {
+            const char *name, *how;
+            unsigned int flags;
+            struct gpu_re_batch *b;
+            struct gpu_re_encoder *e;
+            double chunk_secs, encode_secs;
+            uint64_t digest;
+        } paths[2] = {
+            { "old", "cuts; gpu_re_encode() hashing, probes in series",
+              0, NULL, NULL, 0, 0, 0 },
+            { "new", "cuts and hashes; gpu_re_encode_chunks(), buckets "
+              "prefetched ahead", GPU_RE_BATCH_HASHES, NULL, NULL, 0, 0, 0 },
+        };
         struct gpu_re_chunker_config ccfg;
         struct gpu_re_chunker *ch;
-        struct gpu_re_batch *b;
-        struct gpu_re_stats s2;
         const size_t B = 16384;
-        double chunk_secs = 0, encode_secs = 0;
-        const uint16_t *bends;
+        bool made = true;
 
         if (be == 1 && !gpu_re_cuda_available()) {
             break;
@@ -640,45 +676,70 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
         gpu_re_chunker_config_init(&ccfg);
         ccfg.params = *p;
         ccfg.backend = be ? GPU_RE_BACKEND_CUDA : GPU_RE_BACKEND_CPU;
-        if (gpu_re_chunker_create(&ccfg, &ch)
-            || gpu_re_batch_create(ch, B, B * 1460, false, &b)) {
+        if (gpu_re_chunker_create(&ccfg, &ch)) {
             break;
         }
-        gpu_re_encoder_create(&cfg, NULL, &e);
-        for (size_t i = 0; i < np; i += B) {
+        for (int k = 0; k < 2; k++) {
+            made = made && !gpu_re_batch_create_flags(ch, B, B * 1460,
+                                                      paths[k].flags,
+                                                      &paths[k].b)
+                   && !gpu_re_encoder_create(&cfg, NULL, &paths[k].e);
+        }
+        for (size_t i = 0; made && i < np; i += B) {
             size_t n = np - i < B ? np - i : B;
 
-            t0 = now();
-            gpu_re_batch_submit(b, NULL, tdata, toffs + i, n);
-            gpu_re_batch_wait(b);
-            chunk_secs += now() - t0;
-            gpu_re_batch_results(b, &bends, NULL);
-            t0 = now();
-            for (size_t j = 0; j < n; j++) {
-                size_t pl = toffs[i + j + 1] - toffs[i + j], sl, nc = 0;
-                const uint16_t *pe = bends
-                                     + gpu_re_slot_base(toffs + i, j,
-                                                        p->min_chunk);
+            for (int k = 0; k < 2; k++) {
+                struct path *pa = &paths[k];
+                size_t ahead = 0;
 
-                while (!nc || pe[nc - 1] < pl) {
-                    nc++;
+                t0 = now();
+                gpu_re_batch_submit(pa->b, NULL, tdata, toffs + i, n);
+                gpu_re_batch_wait(pa->b);
+                pa->chunk_secs += now() - t0;
+                t0 = now();
+                for (size_t j = 0; j < n; j++) {
+                    size_t pl = toffs[i + j + 1] - toffs[i + j], sl;
+                    const uint8_t *pay = tdata + toffs[i + j];
+                    struct gpu_re_chunks chunks;
+                    int r;
+
+                    gpu_re_batch_chunks(pa->b, j, &chunks);
+                    if (k == 0) {
+                        r = gpu_re_encode(pa->e, pay, pl, chunks.ends,
+                                          chunks.n, shim, 4096, &sl);
+                    } else {
+                        ahead = gpu_re_encoder_prefetch_batch(pa->e, pa->b,
+                                                              j, ahead, n);
+                        r = gpu_re_encode_chunks(pa->e, pay, pl, &chunks,
+                                                 shim, 4096, &sl);
+                    }
+                    digest_add(&pa->digest, r, r == GPU_RE_SHIM ? shim : pay,
+                               sl);
                 }
-                gpu_re_encode(e, tdata + toffs[i + j], pl, pe, nc, shim,
-                              4096, &sl);
+                pa->encode_secs += now() - t0;
             }
-            encode_secs += now() - t0;
         }
-        gpu_re_encoder_get_stats(e, &s2);
-        printf("  chunked ahead on %s in batches of %zu: chunking %.2f "
-               "Gbit/s, encoding %.2f Gbit/s, together %.2f Gbit/s; "
-               "output %s\n", be ? "CUDA" : "the CPU (1 core)", B,
-               s2.bytes_in * 8.0 / chunk_secs / 1e9,
-               s2.bytes_in * 8.0 / encode_secs / 1e9,
-               s2.bytes_in * 8.0 / (chunk_secs + encode_secs) / 1e9,
-               s2.bytes_out == es.bytes_out && s2.hits == es.hits
-               ? "identical" : "DIFFERENT");
-        gpu_re_encoder_destroy(e);
-        gpu_re_batch_destroy(b);
+        printf("  chunked ahead on %s in batches of %zu:\n",
+               be ? "CUDA" : "the CPU (1 core)", B);
+        for (int k = 0; made && k < 2; k++) {
+            struct path *pa = &paths[k];
+            struct gpu_re_stats s2;
+
+            gpu_re_encoder_get_stats(pa->e, &s2);
+            printf("    %s: chunking %.2f Gbit/s, encoding %.2f Gbit/s, "
+                   "together %.2f Gbit/s (%s); output %s\n", pa->name,
+                   s2.bytes_in * 8.0 / pa->chunk_secs / 1e9,
+                   s2.bytes_in * 8.0 / pa->encode_secs / 1e9,
+                   s2.bytes_in * 8.0 / (pa->chunk_secs + pa->encode_secs)
+                   / 1e9, pa->how,
+                   pa->digest == inline_digest && s2.bytes_out == es.bytes_out
+                   && s2.hits == es.hits && s2.hit_bytes == es.hit_bytes
+                   ? "identical" : "DIFFERENT");
+        }
+        for (int k = 0; k < 2; k++) {
+            gpu_re_encoder_destroy(paths[k].e);
+            gpu_re_batch_destroy(paths[k].b);
+        }
         gpu_re_chunker_destroy(ch);
     }
     gpu_host_free(tdata);
@@ -726,7 +787,7 @@ main(int argc, char **argv)
         }
         i++;
     }
-    if (!mb || iters < 1 || n_streams < 1 || n_streams > 16 || threads < 1
+    if (iters < 1 || n_streams < 1 || n_streams > 16 || threads < 1
         || !cache_mb) {
         goto usage;
     }
@@ -764,7 +825,9 @@ main(int argc, char **argv)
     printf("%5s %7s %6s %7s %8s %8s %8s %8s %7s %5s\n", "size",
            "packets", "cpu 1c", "cpu all", "kern", "kern-uns", "kern-seg",
            "end2end", "e2e/1c", "check");
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    /* --mb 0: no chunking table, only the trace (to profile the
+     * encoder alone). */
+    for (size_t k = 0; mb && k < sizeof sizes / sizeof sizes[0]; k++) {
         struct workload w, wc;
         struct gpu_result g = { 0 };
         char sz[16];

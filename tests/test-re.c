@@ -307,11 +307,47 @@ test_reference_real(void **state)
 
 /* ---- Chunkers: every backend against the CPU single-payload path. ---- */
 
+/* The chunk and payload hashes of packet 'i' of batch 'b' (cut as
+ * gpu_re_chunk_cpu() cuts it, 'k' chunks) are gpu_re_hash128()'s. */
+static void
+check_batch_hashes(const struct gpu_re_batch *b, const uint8_t *data,
+                   const uint32_t *offsets, size_t i, size_t k,
+                   const char *what, uint64_t seed)
+{
+    size_t len = offsets[i + 1] - offsets[i];
+    const uint8_t *p = data + offsets[i];
+    struct gpu_re_chunks chunks;
+    struct gpu_re_hash h;
+
+    gpu_re_batch_chunks(b, i, &chunks);
+    if (chunks.n != k || !chunks.hashes || !chunks.payload_hash) {
+        fail_msg("seed 0x%016" PRIx64 " %s: packet %zu: %zu chunks "
+                 "(hashes %p), CPU %zu", seed, what, i, chunks.n,
+                 (void *) chunks.hashes, k);
+    }
+    for (size_t j = 0, st = 0; j < k; st = chunks.ends[j++]) {
+        h = gpu_re_hash128(p + st, chunks.ends[j] - st);
+        if (h.hi != chunks.hashes[j].hi || h.lo != chunks.hashes[j].lo) {
+            fail_msg("seed 0x%016" PRIx64 " %s: packet %zu (len %zu) "
+                     "chunk %zu [%zu, %u): hash %016" PRIx64 "%016" PRIx64
+                     ", gpu_re_hash128 %016" PRIx64 "%016" PRIx64, seed,
+                     what, i, len, j, st, chunks.ends[j],
+                     chunks.hashes[j].hi, chunks.hashes[j].lo, h.hi, h.lo);
+        }
+    }
+    h = gpu_re_hash128(p, len);
+    if (h.hi != chunks.payload_hash->hi || h.lo != chunks.payload_hash->lo) {
+        fail_msg("seed 0x%016" PRIx64 " %s: packet %zu (len %zu): payload "
+                 "hash differs from gpu_re_hash128", seed, what, i, len);
+    }
+}
+
 static void
 check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
               bool sort, uint32_t segment, const uint8_t *data,
               const uint32_t *offsets, size_t n, uint64_t seed)
 {
+    bool hashes = sort || segment;
     struct gpu_re_chunker_config cfg;
     struct gpu_re_chunker *c;
     struct gpu_re_batch *b;
@@ -328,7 +364,12 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
     cfg.remap = segment != 0;
     cfg.segment = segment;
     assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_OK);
-    assert_int_equal(gpu_re_batch_create(c, n, nb, true, &b), GPU_OK);
+    /* Hashes with grouping and in segment mode (both kernel orders),
+     * not without: batches without them must still work. */
+    assert_int_equal(gpu_re_batch_create_flags(c, n, nb, GPU_RE_BATCH_FPS
+                                               | (hashes
+                                                  ? GPU_RE_BATCH_HASHES
+                                                  : 0), &b), GPU_OK);
     for (int again = 0; again < 2; again++) {
         if (!again) {
             assert_int_equal(gpu_re_batch_submit(b, NULL, data, offsets, n),
@@ -353,6 +394,13 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
                          i, len,
                          j, ends[slot + j], fps[slot + j], e[j], f[j]);
             }
+        }
+        if (hashes) {
+            char what[64];
+
+            snprintf(what, sizeof what, "backend %s w %u sort %d seg %u",
+                     gpu_re_backend_name(be), pr->window, sort, segment);
+            check_batch_hashes(b, data, offsets, i, k, what, seed);
         }
     }
     struct gpu_re_chunker_stats st;
@@ -387,6 +435,10 @@ test_backends_identical(void **state)
         for (size_t i = 0; i < n; i++) {
             uint32_t len = rng_below(&r, 50) ? rng_below(&r, 1501)
                                              : rng_below(&r, 9001);
+
+            if (i == 7) {
+                len = GPU_RE_MAX_PAYLOAD;
+            }
 
             offsets[i + 1] = offsets[i] + len;
         }
@@ -571,6 +623,191 @@ test_roundtrip(void **state)
         gpu_re_decoder_destroy(d);
         free(shim);
         free(out);
+    }
+}
+
+/* 't' with edge cases mixed in: empty payloads, payloads shorter than
+ * min_ref (one chunk, never referenced), repeats of an earlier payload
+ * (one chunk if short), and payloads of GPU_RE_MAX_PAYLOAD bytes of
+ * earlier traffic (so they hold references). */
+static void
+add_edge_cases(struct trace *out, const struct trace *t, struct rng *r)
+{
+    uint8_t *big = malloc(GPU_RE_MAX_PAYLOAD);
+
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < t->n; i++) {
+        size_t len = t->offsets[i + 1] - t->offsets[i];
+        size_t prev = rng_below(r, i + 1);
+        const uint8_t *pp = t->data + t->offsets[prev];
+
+        switch (rng_below(r, 40)) {
+        case 0:
+            trace_add(out, NULL, 0);
+            break;
+        case 1:
+            trace_add(out, pp, rng_below(r, 16));
+            break;
+        case 2:
+            trace_add(out, pp, t->offsets[prev + 1] - t->offsets[prev]);
+            break;
+        case 3:
+            if (t->offsets[t->n] - t->offsets[prev] >= GPU_RE_MAX_PAYLOAD) {
+                memcpy(big, pp, GPU_RE_MAX_PAYLOAD);
+                trace_add(out, big, GPU_RE_MAX_PAYLOAD);
+            }
+            break;
+        }
+        trace_add(out, t->data + t->offsets[i], len);
+    }
+    free(big);
+}
+
+/* gpu_re_encode_chunks() with the hashes from a batch (every backend),
+ * with the buckets prefetched ahead, and with the cuts alone, gives
+ * exactly the shims, results and counters of gpu_re_encode() chunking
+ * on its own, over a long stream with repeats and edge cases. */
+static void
+test_encode_chunks(void **state)
+{
+    enum { PLAIN, NO_HASHES, HASHES, PREFETCH, N_WAYS };
+    static const char *const names[N_WAYS] = {
+        "gpu_re_encode", "cuts only", "batch hashes", "prefetched",
+    };
+
+    for (int k = 0; k < 3; k++) {
+        for (int bi = 0; bi < n_backends; bi++) {
+            uint64_t seed = case_seed(9, k);
+            struct rng r = { seed };
+            struct gpu_re_chunker_config ccfg;
+            struct gpu_re_chunker *c;
+            struct gpu_re_batch *b;
+            struct gpu_re_config cfg;
+            struct gpu_re_encoder *e[N_WAYS];
+            struct gpu_re_stats st[N_WAYS];
+            struct trace t0, t;
+            uint8_t *out[N_WAYS];
+            size_t out_len[N_WAYS], i, batch = 500 + rng_below(&r, 500);
+            uint8_t *data;
+            uint32_t *offsets;
+            int w, res[N_WAYS];
+
+            gpu_re_config_init(&cfg);
+            cfg.cache_size = k == 1 ? 64 * 1024 : 512 * 1024;
+            cfg.resync_packets = k == 1 ? 200 : 0;
+            if (k == 2) {
+                /* Many chunks shorter than min_ref. */
+                cfg.params.window = 16;
+                cfg.params.bits = 5;
+                cfg.params.min_chunk = 4;
+                cfg.params.max_chunk = 100;
+                cfg.min_ref = 24;
+            }
+            make_trace(&t0, &r, 30, k == 2 ? 3000 : 1460,
+                       3 * cfg.cache_size);
+            add_edge_cases(&t, &t0, &r);
+            trace_free(&t0);
+            print_message("  seed 0x%016" PRIx64 ": %s, cache %" PRIu64
+                          ", %zu payloads, %zu bytes, batches of %zu\n",
+                          seed, gpu_re_backend_name(backends[bi]),
+                          cfg.cache_size, t.n, trace_bytes(&t), batch);
+
+            gpu_re_chunker_config_init(&ccfg);
+            ccfg.params = cfg.params;
+            ccfg.backend = backends[bi];
+            assert_int_equal(gpu_re_chunker_create(&ccfg, &c), GPU_OK);
+            assert_int_equal(gpu_re_batch_create_flags(
+                                 c, batch, batch * GPU_RE_MAX_PAYLOAD,
+                                 GPU_RE_BATCH_HASHES, &b), GPU_OK);
+            data = gpu_host_alloc(trace_bytes(&t) + 1);
+            offsets = gpu_host_alloc((t.n + 1) * sizeof *offsets);
+            memcpy(data, t.data, trace_bytes(&t));
+            memcpy(offsets, t.offsets, (t.n + 1) * sizeof *offsets);
+            for (w = 0; w < N_WAYS; w++) {
+                cfg.epoch = 7;
+                assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e[w]),
+                                 GPU_OK);
+                out[w] = malloc(2 * GPU_RE_MAX_PAYLOAD + 64);
+            }
+            for (size_t i0 = 0; i0 < t.n; i0 += batch) {
+                size_t n = t.n - i0 < batch ? t.n - i0 : batch, ahead = 0;
+
+                assert_int_equal(gpu_re_batch_submit(b, NULL, data,
+                                                     offsets + i0, n),
+                                 GPU_OK);
+                assert_int_equal(gpu_re_batch_wait(b), GPU_OK);
+                for (size_t j = 0; j < n; j++) {
+                    const uint8_t *p = data + offsets[i0 + j];
+                    size_t len = offsets[i0 + j + 1] - offsets[i0 + j];
+                    /* Now and then a shim must fit in less than the
+                     * payload, so some go raw. */
+                    size_t room = rng_below(&r, 8) ? 2 * GPU_RE_MAX_PAYLOAD
+                                                   : len / 2;
+                    struct gpu_re_chunks chunks, cuts;
+
+                    i = i0 + j;
+                    gpu_re_batch_chunks(b, j, &chunks);
+                    cuts = chunks;
+                    cuts.hashes = NULL;
+                    cuts.payload_hash = NULL;
+                    res[PLAIN] = gpu_re_encode(e[PLAIN], p, len, NULL, 0,
+                                               out[PLAIN], room,
+                                               &out_len[PLAIN]);
+                    res[NO_HASHES] = gpu_re_encode_chunks(
+                        e[NO_HASHES], p, len, &cuts, out[NO_HASHES], room,
+                        &out_len[NO_HASHES]);
+                    res[HASHES] = gpu_re_encode_chunks(
+                        e[HASHES], p, len, &chunks, out[HASHES], room,
+                        &out_len[HASHES]);
+                    ahead = gpu_re_encoder_prefetch_batch(e[PREFETCH], b, j,
+                                                          ahead, n);
+                    res[PREFETCH] = gpu_re_encode_chunks(
+                        e[PREFETCH], p, len, &chunks, out[PREFETCH], room,
+                        &out_len[PREFETCH]);
+                    for (w = 1; w < N_WAYS; w++) {
+                        if (res[w] != res[PLAIN]
+                            || out_len[w] != out_len[PLAIN]
+                            || (res[w] == GPU_RE_SHIM
+                                && memcmp(out[w], out[PLAIN],
+                                          out_len[w]))) {
+                            fail_msg("seed 0x%016" PRIx64 " %s: payload "
+                                     "%zu (len %zu, %zu chunks): %s gives "
+                                     "%d, %zu bytes; gpu_re_encode %d, "
+                                     "%zu bytes", seed,
+                                     gpu_re_backend_name(backends[bi]), i,
+                                     len, chunks.n, names[w], res[w],
+                                     out_len[w], res[PLAIN],
+                                     out_len[PLAIN]);
+                        }
+                    }
+                }
+            }
+            for (w = 0; w < N_WAYS; w++) {
+                gpu_re_encoder_get_stats(e[w], &st[w]);
+                if (memcmp(&st[w], &st[PLAIN], sizeof st[w])) {
+                    fail_msg("seed 0x%016" PRIx64 ": %s: counters differ",
+                             seed, names[w]);
+                }
+            }
+            print_message("    %" PRIu64 " -> %" PRIu64 " bytes, %" PRIu64
+                          " shims, %" PRIu64 " hits, %" PRIu64
+                          " epochs: same four ways\n", st[PLAIN].bytes_in,
+                          st[PLAIN].bytes_out, st[PLAIN].shims,
+                          st[PLAIN].hits, st[PLAIN].epochs);
+            /* The stream must have exercised references and raw
+             * payloads, or the comparison proves little. */
+            assert_true(st[PLAIN].hits > 100);
+            assert_true(st[PLAIN].shims < st[PLAIN].packets);
+            for (w = 0; w < N_WAYS; w++) {
+                gpu_re_encoder_destroy(e[w]);
+                free(out[w]);
+            }
+            gpu_re_batch_destroy(b);
+            gpu_re_chunker_destroy(c);
+            gpu_host_free(data);
+            gpu_host_free(offsets);
+            trace_free(&t);
+        }
     }
 }
 
@@ -1334,6 +1571,7 @@ main(void)
         cmocka_unit_test(test_reference_real),
         cmocka_unit_test(test_backends_identical),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_encode_chunks),
         cmocka_unit_test(test_loss_reorder),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_packets),

@@ -162,6 +162,19 @@ gpu_re_n_slots(size_t n_bytes, size_t n_packets, uint32_t min_chunk)
 int gpu_re_batch_create(struct gpu_re_chunker *, size_t max_packets,
                         size_t max_bytes, bool want_fps,
                         struct gpu_re_batch **);
+
+/* Flags of gpu_re_batch_create_flags(). */
+#define GPU_RE_BATCH_FPS 0x1    /* Copy the fingerprints back. */
+/* Also hash every chunk and every payload (gpu_re_hash128()) where the
+ * chunking runs, on the GPU for CUDA, and copy the hashes back: what the
+ * encoder would otherwise compute on its own core, see
+ * gpu_re_encode_chunks(). */
+#define GPU_RE_BATCH_HASHES 0x2
+
+/* gpu_re_batch_create() with GPU_RE_BATCH_* flags. */
+int gpu_re_batch_create_flags(struct gpu_re_chunker *, size_t max_packets,
+                              size_t max_bytes, unsigned int flags,
+                              struct gpu_re_batch **);
 void gpu_re_batch_destroy(struct gpu_re_batch *);
 
 /* Submits 'n_packets' payloads: packet i is data[offsets[i] ..
@@ -211,6 +224,30 @@ struct gpu_re_hash {
 
 /* MurmurHash3 x64_128 of 'data' (seed 0). */
 struct gpu_re_hash gpu_re_hash128(const void *data, size_t len);
+
+/* The hashes of the last completed submission of a batch created with
+ * GPU_RE_BATCH_HASHES (else NULL): 'chunk_hashes' by slot like the ends
+ * (gpu_re_hash128() of each chunk), 'payload_hashes' by packet (of the
+ * whole payload). */
+void gpu_re_batch_hashes(const struct gpu_re_batch *,
+                         const struct gpu_re_hash **chunk_hashes,
+                         const struct gpu_re_hash **payload_hashes);
+
+/* One payload's chunks as a batch gives them to the encoder. */
+struct gpu_re_chunks {
+    const uint16_t *ends;       /* 'n' chunk ends, the last the length. */
+    size_t n;
+    /* gpu_re_hash128() of each chunk and of the payload, or NULL: the
+     * encoder computes them. */
+    const struct gpu_re_hash *hashes;
+    const struct gpu_re_hash *payload_hash;
+};
+
+/* Fills 'chunks' with packet 'i' of the batch's last completed
+ * submission (its hashes too, if the batch has them).  Valid until the
+ * next submit, with the submitted offsets unchanged. */
+void gpu_re_batch_chunks(const struct gpu_re_batch *, size_t i,
+                         struct gpu_re_chunks *chunks);
 
 /* ---- Shim wire format (docs/RE-NOTES.md). ----
  *
@@ -328,6 +365,42 @@ enum gpu_re_result {
 int gpu_re_encode(struct gpu_re_encoder *, const uint8_t *payload,
                   size_t len, const uint16_t *ends, size_t n_chunks,
                   uint8_t *out, size_t out_size, size_t *out_len);
+
+/* gpu_re_encode() with the chunks (and, if given, their hashes) from a
+ * batch: the same shim and counters, without the hashing.  The hashes
+ * must be gpu_re_hash128()'s, as a batch's are (a wrong one costs a
+ * miss, never a wrong reference: matches are checked byte for byte, but
+ * a wrong payload hash makes the decoder refuse the shim). */
+int gpu_re_encode_chunks(struct gpu_re_encoder *, const uint8_t *payload,
+                         size_t len, const struct gpu_re_chunks *,
+                         uint8_t *out, size_t out_size, size_t *out_len);
+
+/* A hint that the payload with these chunk hashes comes soon: starts
+ * loading the table buckets its chunks will probe, so that the cache
+ * misses of several payloads overlap instead of one per chunk in
+ * series.  Call it a few payloads ahead of gpu_re_encode_chunks() (4 to
+ * 8 is about right for DRAM); it changes nothing the encoder does. */
+void gpu_re_encoder_prefetch(const struct gpu_re_encoder *,
+                             const struct gpu_re_chunks *);
+
+/* Payloads a batch loop prefetches ahead of the one it encodes. */
+#define GPU_RE_PREFETCH_AHEAD 6
+
+/* For a loop that encodes packets 0 .. n - 1 of batch 'b' in order:
+ * before encoding packet 'i', prefetches packets up to
+ * i + GPU_RE_PREFETCH_AHEAD not prefetched yet.  'ahead' is the first
+ * packet not prefetched yet (0 at the start); returns the new one:
+ *
+ *     size_t ahead = 0;
+ *     for (i = 0; i < n; i++) {
+ *         ahead = gpu_re_encoder_prefetch_batch(e, b, i, ahead, n);
+ *         gpu_re_batch_chunks(b, i, &chunks);
+ *         gpu_re_encode_chunks(e, payload_i, len_i, &chunks, ...);
+ *     }
+ */
+size_t gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *,
+                                     const struct gpu_re_batch *, size_t i,
+                                     size_t ahead, size_t n);
 
 /* Decodes a shim into 'out' (at least GPU_RE_MAX_PAYLOAD bytes, or the
  * shim's orig_len).  Returns GPU_RE_DECODED with '*out_len' bytes, or

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +118,12 @@ cache_equal(const struct re_cache *c, uint64_t q, const uint8_t *p, size_t n)
     return true;
 }
 
+static inline uint64_t
+load64(const uint8_t *p)
+{
+    return gpu_re_load64le(p);
+}
+
 /* How many bytes match going forward from payload p[0 .. n) and cache
  * position q (at most n), a contiguous run of the ring at a time. */
 static size_t
@@ -131,6 +138,16 @@ cache_match_fwd(const struct re_cache *c, uint64_t q, const uint8_t *p,
         const uint8_t *r = c->ring + at;
         size_t i = 0;
 
+        /* Eight bytes a step: the first differing byte is the lowest
+         * set byte of the xor (little-endian loads). */
+        while (i + 8 <= k) {
+            uint64_t x = load64(r + i) ^ load64(p + m + i);
+
+            if (x) {
+                return m + i + __builtin_ctzll(x) / 8;
+            }
+            i += 8;
+        }
         while (i < k && r[i] == p[m + i]) {
             i++;
         }
@@ -167,19 +184,50 @@ cache_match_back(const struct re_cache *c, uint64_t q, const uint8_t *p,
     return m;
 }
 
+/* Zero-filled memory of 'size' bytes, 'align'-aligned, with every page
+ * faulted in now, at configuration time, rather than a page fault per
+ * 4 KB in the datapath while the cache and the table first fill.  A plain
+ * malloc() and memset() does not do it: GCC folds the pair into calloc(),
+ * which leaves fresh pages untouched (seen in re-bench's profile: a fifth
+ * of the encoder's time in page faults).  The stores through a volatile
+ * pointer cannot be folded away. */
+static void *
+alloc_prefaulted(size_t size, size_t align)
+{
+    size_t rounded, huge = 2 << 20;
+    uint8_t *p;
+
+    /* Probes land anywhere in a table or cache of many megabytes: with
+     * 4 KB pages nearly each one also misses the TLB (a 32 MB table is
+     * 8192 pages, several times a core's second-level TLB).  Ask for
+     * 2 MB pages where the kernel has them (transparent huge pages in
+     * "madvise" mode); without them this is a no-op. */
+    if (size >= huge) {
+        align = huge;
+    }
+    rounded = (size + align - 1) / align * align;
+    p = aligned_alloc(align, rounded);
+    if (p) {
+#ifdef MADV_HUGEPAGE
+        if (align == huge) {
+            madvise(p, rounded, MADV_HUGEPAGE);
+        }
+#endif
+        memset(p, 0, rounded);
+        for (size_t i = 0; i < rounded; i += 4096) {
+            ((volatile uint8_t *) p)[i] = 0;
+        }
+    }
+    return p;
+}
+
 static int
 cache_init(struct re_cache *c, uint64_t size)
 {
-    c->ring = malloc(size);
+    c->ring = alloc_prefaulted(size, 64);
     c->size = size;
     c->pos = 0;
-    if (!c->ring) {
-        return GPU_ERR_NOMEM;
-    }
-    /* Touch every page now, at configuration time, rather than take a
-     * page fault per 4 KB in the datapath while the cache first fills. */
-    memset(c->ring, 0, size);
-    return GPU_OK;
+    return c->ring ? GPU_OK : GPU_ERR_NOMEM;
 }
 
 /* ---- Big-endian fields and varints. ---- */
@@ -290,6 +338,7 @@ shim_read(const uint8_t *p, size_t len, struct shim_hdr *h)
     return (h->version == GPU_RE_SHIM_VERSION
             && !(h->flags & ~GPU_RE_SHIM_F_START));
 }
+
 
 static uint32_t
 payload_check(const uint8_t *p, size_t len)
@@ -469,15 +518,14 @@ gpu_re_encoder_create(const struct gpu_re_config *cfg,
         e->n_buckets *= 2;
     }
     entries = e->n_buckets * WAYS;
-    e->table = malloc(entries * sizeof *e->table);
+    /* A bucket (WAYS entries, 128 bytes) on two whole cache lines: a
+     * probe costs two line fills, which the prefetcher pairs. */
+    e->table = alloc_prefaulted(entries * sizeof *e->table, 128);
     if (!e->table || cache_init(&e->cache, cfg->cache_size)) {
         free(e->table);
         free(e);
         return GPU_ERR_NOMEM;
     }
-    /* Written, not calloc'd: every page faulted in now (see
-     * cache_init()). */
-    memset(e->table, 0, entries * sizeof *e->table);
     e->epoch = cfg->epoch ? cfg->epoch : random_epoch();
     e->stats.epochs = 1;
     *ep = e;
@@ -517,7 +565,7 @@ gpu_re_encoder_get_stats(const struct gpu_re_encoder *e,
 }
 
 static struct fp_entry *
-table_bucket(struct gpu_re_encoder *e, const struct gpu_re_hash *h)
+table_bucket(const struct gpu_re_encoder *e, const struct gpu_re_hash *h)
 {
     return &e->table[(h->lo & (e->n_buckets - 1)) * WAYS];
 }
@@ -591,13 +639,59 @@ emit_literal(uint8_t *out, size_t *n, size_t limit, const uint8_t *p,
     return true;
 }
 
-/* The encoder proper: 'ends' are the payload's 'n_chunks' chunk ends.
- * Returns GPU_RE_SHIM (shim in e->shim, '*shim_len' bytes) or
- * GPU_RE_RAW; updates the cache and the table either way (unless the
+/* Starts loading the table buckets of the chunks the encoder will look
+ * up or insert (those of at least min_ref bytes): a probe is a DRAM miss
+ * in a large table, and issued together they overlap. */
+static void
+prefetch_buckets(const struct gpu_re_encoder *e, const uint16_t *ends,
+                 const struct gpu_re_hash *hashes, size_t n_chunks)
+{
+    size_t i, s;
+
+    for (i = 0, s = 0; i < n_chunks; s = ends[i++]) {
+        if (ends[i] - s >= e->cfg.min_ref) {
+            const struct fp_entry *b = table_bucket(e, &hashes[i]);
+
+            __builtin_prefetch(b, 1);
+            __builtin_prefetch((const uint8_t *) b + 64, 1);
+        }
+    }
+}
+
+void
+gpu_re_encoder_prefetch(const struct gpu_re_encoder *e,
+                        const struct gpu_re_chunks *chunks)
+{
+    if (e && chunks && chunks->hashes) {
+        prefetch_buckets(e, chunks->ends, chunks->hashes, chunks->n);
+    }
+}
+
+size_t
+gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *e,
+                              const struct gpu_re_batch *b, size_t i,
+                              size_t ahead, size_t n)
+{
+    for (; ahead < n && ahead <= i + GPU_RE_PREFETCH_AHEAD; ahead++) {
+        struct gpu_re_chunks chunks;
+
+        gpu_re_batch_chunks(b, ahead, &chunks);
+        gpu_re_encoder_prefetch(e, &chunks);
+    }
+    return ahead;
+}
+
+/* The encoder proper: 'ends' are the payload's 'n_chunks' chunk ends,
+ * 'hashes' their gpu_re_hash128() (those of chunks shorter than min_ref
+ * are not read) and 'payload_hash' the payload's, or NULL to compute
+ * them here.  Returns GPU_RE_SHIM (shim in e->shim, '*shim_len' bytes)
+ * or GPU_RE_RAW; updates the cache and the table either way (unless the
  * epoch has not started and no START shim fits in 'out_size'). */
 static int
 encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
-       const uint16_t *ends, size_t n_chunks, size_t out_size,
+       const uint16_t *ends, size_t n_chunks,
+       const struct gpu_re_hash *hashes,
+       const struct gpu_re_hash *payload_hash, size_t out_size,
        size_t *shim_len)
 {
     const uint64_t base = e->cache.pos;
@@ -617,20 +711,26 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
     if (body_limit > 2 * GPU_RE_MAX_PAYLOAD) {
         body_limit = 2 * GPU_RE_MAX_PAYLOAD;
     }
-    for (i = 0; i < n_chunks; s = ends[i++]) {
+    if (!hashes) {
+        for (i = 0, s = 0; i < n_chunks; s = ends[i++]) {
+            if (ends[i] - s >= e->cfg.min_ref) {
+                e->hashes[i] = gpu_re_hash128(p + s, ends[i] - s);
+            }
+        }
+        hashes = e->hashes;
+    }
+    /* All the payload's probes in flight at once, not one per chunk in
+     * series (a no-op if gpu_re_encoder_prefetch() got them here). */
+    prefetch_buckets(e, ends, hashes, n_chunks);
+    for (i = 0, s = 0; i < n_chunks; s = ends[i++]) {
         const uint32_t clen = ends[i] - s;
 
-        e->hashes[i].hi = e->hashes[i].lo = 0;
-        if (clen < e->cfg.min_ref) {
-            continue;
-        }
-        e->hashes[i] = gpu_re_hash128(p + s, clen);
-        if (!ok || s < cover || start) {
+        if (clen < e->cfg.min_ref || !ok || s < cover || start) {
             continue;
         }
 
         uint64_t q;
-        if (table_find(e, &e->hashes[i], p + s, clen, &q)) {
+        if (table_find(e, &hashes[i], p + s, clen, &q)) {
             size_t b = s, f = ends[i];
             uint64_t r = q, t = q + clen;
 
@@ -670,7 +770,7 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
     }
     for (i = 0, s = 0; i < n_chunks; s = ends[i++]) {
         if (ends[i] - s >= e->cfg.min_ref) {
-            table_insert(e, &e->hashes[i], base + s, ends[i] - s);
+            table_insert(e, &hashes[i], base + s, ends[i] - s);
         }
     }
     cache_append(&e->cache, p, len);
@@ -686,7 +786,8 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
     h.epoch = e->epoch;
     h.orig_len = len;
     h.pos = (uint32_t) base;
-    h.check = payload_check(p, len);
+    h.check = (payload_hash ? payload_hash->hi >> 32
+               : payload_check(p, len));
     shim_write(e->shim, &h);
     *shim_len = GPU_RE_SHIM_HDR_LEN + n;
     e->started = true;
@@ -726,31 +827,45 @@ gpu_re_encode(struct gpu_re_encoder *e, const uint8_t *payload, size_t len,
               const uint16_t *ends, size_t n_chunks, uint8_t *out,
               size_t out_size, size_t *out_len)
 {
-    size_t shim_len = 0;
-    int r;
+    struct gpu_re_chunks chunks = { ends, n_chunks, NULL, NULL };
 
-    if (!e || (len && !payload) || len > GPU_RE_MAX_PAYLOAD || !out
-        || !out_len) {
+    if (!e || (len && !payload) || len > GPU_RE_MAX_PAYLOAD) {
         return GPU_ERR_INVALID;
     }
     if (!ends) {
-        n_chunks = chunk_payload(e, payload, len);
-        ends = e->ends;
-    } else {
-        /* Cuts from outside: they must tile the payload. */
-        size_t i;
+        chunks.n = chunk_payload(e, payload, len);
+        chunks.ends = e->ends;
+    }
+    return gpu_re_encode_chunks(e, payload, len, &chunks, out, out_size,
+                                out_len);
+}
 
-        if (n_chunks > len || (len && (!n_chunks
-                                       || ends[n_chunks - 1] != len))) {
+int
+gpu_re_encode_chunks(struct gpu_re_encoder *e, const uint8_t *payload,
+                     size_t len, const struct gpu_re_chunks *chunks,
+                     uint8_t *out, size_t out_size, size_t *out_len)
+{
+    const uint16_t *ends = chunks ? chunks->ends : NULL;
+    size_t n_chunks = chunks ? chunks->n : 0;
+    size_t shim_len = 0, i;
+    int r;
+
+    if (!e || (len && !payload) || len > GPU_RE_MAX_PAYLOAD || !out
+        || !out_len || !ends) {
+        return GPU_ERR_INVALID;
+    }
+    /* Cuts from outside: they must tile the payload. */
+    if (n_chunks > len || (len && (!n_chunks
+                                   || ends[n_chunks - 1] != len))) {
+        return GPU_ERR_INVALID;
+    }
+    for (i = 0; i < n_chunks; i++) {
+        if (!ends[i] || (i && ends[i] <= ends[i - 1])) {
             return GPU_ERR_INVALID;
         }
-        for (i = 0; i < n_chunks; i++) {
-            if (!ends[i] || (i && ends[i] <= ends[i - 1])) {
-                return GPU_ERR_INVALID;
-            }
-        }
     }
-    r = encode(e, payload, len, ends, n_chunks, out_size, &shim_len);
+    r = encode(e, payload, len, ends, n_chunks, chunks->hashes,
+               chunks->payload_hash, out_size, &shim_len);
     if (r == GPU_RE_SHIM) {
         memcpy(out, e->shim, shim_len);
         *out_len = shim_len;
@@ -1276,13 +1391,15 @@ set_ip(uint8_t *f, const struct pkt *k, uint8_t proto, size_t new_len)
     }
 }
 
-/* Encodes the eligible frame 'f' (parsed into 'k', payload 'plen'). */
+/* Encodes the eligible frame 'f' (parsed into 'k', payload 'plen') with
+ * its payload's 'chunks' from a batch, or NULL to chunk it here. */
 static int
 encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
-             const struct pkt *k, size_t plen, const uint16_t *ends,
-             size_t n_chunks)
+             const struct pkt *k, size_t plen,
+             const struct gpu_re_chunks *chunks)
 {
     uint8_t *pay = f + k->l4 + k->l4_len;
+    struct gpu_re_chunks own;
     uint8_t l4[60];
     size_t shim_len = 0, room, new_len;
     int r;
@@ -1290,11 +1407,14 @@ encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
     /* The shim replaces the payload: it may use what the payload used
      * plus whatever room the buffer has beyond the frame. */
     room = plen + (cap - *len);
-    if (!ends) {
-        n_chunks = chunk_payload(e, pay, plen);
-        ends = e->ends;
+    if (!chunks) {
+        own.n = chunk_payload(e, pay, plen);
+        own.ends = e->ends;
+        own.hashes = own.payload_hash = NULL;
+        chunks = &own;
     }
-    r = encode(e, pay, plen, ends, n_chunks, room, &shim_len);
+    r = encode(e, pay, plen, chunks->ends, chunks->n, chunks->hashes,
+               chunks->payload_hash, room, &shim_len);
     encode_done(e, r, plen, shim_len);
     if (r != GPU_RE_SHIM) {
         return GPU_RE_RAW;
@@ -1327,7 +1447,7 @@ gpu_re_encode_packet(struct gpu_re_encoder *e, uint8_t *f, size_t *len,
         e->stats.passed++;
         return GPU_RE_PASS;
     }
-    return encode_frame(e, f, len, cap, &k, plen, NULL, 0);
+    return encode_frame(e, f, len, cap, &k, plen, NULL);
 }
 
 int
@@ -1349,9 +1469,7 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
                       size_t *lens, const size_t *caps, size_t n,
                       int *results)
 {
-    const uint16_t *ends;
-    size_t i, np = 0, nb = 0;
-    uint32_t min_chunk = e->cfg.params.min_chunk;
+    size_t i, np = 0, nb = 0, ahead = 0;
     int error;
 
     if (!e || (n && (!frames || !lens || !caps || !results))) {
@@ -1379,7 +1497,10 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
         if (!e->bdata || !e->boffsets) {
             return GPU_ERR_NOMEM;
         }
-        error = gpu_re_batch_create(e->chunker, bp, bb, false, &e->batch);
+        /* The chunker hashes the chunks too: that and the table's
+         * cache misses were most of the encoder's time. */
+        error = gpu_re_batch_create_flags(e->chunker, bp, bb,
+                                          GPU_RE_BATCH_HASHES, &e->batch);
         if (error) {
             return error;
         }
@@ -1417,23 +1538,19 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
         free(idx);
         return error;
     }
-    gpu_re_batch_results(e->batch, &ends, NULL);
     for (i = 0; i < n; i++) {
         if (idx[i] < 0) {
             e->stats.passed++;
             results[i] = GPU_RE_PASS;
         } else {
+            struct gpu_re_chunks chunks;
             size_t j = idx[i];
-            size_t plen = e->boffsets[j + 1] - e->boffsets[j];
-            const uint16_t *pe = ends + gpu_re_slot_base(e->boffsets, j,
-                                                         min_chunk);
-            size_t nc = 0;
 
-            while (nc < plen && (!nc || pe[nc - 1] < plen)) {
-                nc++;
-            }
+            ahead = gpu_re_encoder_prefetch_batch(e, e->batch, j, ahead, np);
+            gpu_re_batch_chunks(e->batch, j, &chunks);
             results[i] = encode_frame(e, frames[i], &lens[i], caps[i],
-                                      &ks[i], plen, pe, nc);
+                                      &ks[i], e->boffsets[j + 1]
+                                      - e->boffsets[j], &chunks);
         }
     }
     free(ks);

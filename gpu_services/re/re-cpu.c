@@ -105,6 +105,10 @@ gpu_re_cpu_chunk_batch(struct gpu_re_batch *b)
 
         chunk_one(&c->tables, &c->kp, b->data + ofs, len, b->ends + slot,
                   b->want_fps ? b->fps + slot : NULL, len + 1);
+        if (b->want_hashes) {
+            gpu_re_hash_packet(b->data + ofs, len, b->ends + slot,
+                               b->hashes + slot, &b->payload_hashes[i]);
+        }
     }
 }
 
@@ -119,24 +123,31 @@ cpu_uninit(struct gpu_re_chunker *c)
 {
 }
 
-static int
-cpu_batch_init(struct gpu_re_batch *b)
-{
-    b->ends = malloc(b->max_slots * sizeof *b->ends);
-    b->fps = b->want_fps ? malloc(b->max_slots * sizeof *b->fps) : NULL;
-    if (!b->ends || (b->want_fps && !b->fps)) {
-        free(b->ends);
-        free(b->fps);
-        return GPU_ERR_NOMEM;
-    }
-    return GPU_OK;
-}
-
 static void
 cpu_batch_uninit(struct gpu_re_batch *b)
 {
     free(b->ends);
     free(b->fps);
+    free(b->hashes);
+    free(b->payload_hashes);
+}
+
+static int
+cpu_batch_init(struct gpu_re_batch *b)
+{
+    b->ends = malloc(b->max_slots * sizeof *b->ends);
+    b->fps = b->want_fps ? malloc(b->max_slots * sizeof *b->fps) : NULL;
+    if (b->want_hashes) {
+        b->hashes = malloc(b->max_slots * sizeof *b->hashes);
+        b->payload_hashes = malloc(b->max_packets
+                                   * sizeof *b->payload_hashes);
+    }
+    if (!b->ends || (b->want_fps && !b->fps)
+        || (b->want_hashes && (!b->hashes || !b->payload_hashes))) {
+        cpu_batch_uninit(b);
+        return GPU_ERR_NOMEM;
+    }
+    return GPU_OK;
 }
 
 static int

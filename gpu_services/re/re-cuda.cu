@@ -63,6 +63,8 @@ struct cuda_batch {
     uint32_t *d_cand;           /* Segment mode: a bit per byte. */
     uint16_t *d_ends;
     uint64_t *d_fps;
+    struct gpu_re_hash *d_hashes;          /* GPU_RE_BATCH_HASHES. */
+    struct gpu_re_hash *d_payload_hashes;
     cudaStream_t copy;
     cudaEvent_t copied;
     cudaEvent_t done;
@@ -136,14 +138,24 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     cudaFree(x->d_cand);
     cudaFree(x->d_ends);
     cudaFree(x->d_fps);
+    cudaFree(x->d_hashes);
+    cudaFree(x->d_payload_hashes);
     if (b->ends) {
         cudaFreeHost(b->ends);
     }
     if (b->fps) {
         cudaFreeHost(b->fps);
     }
+    if (b->hashes) {
+        cudaFreeHost(b->hashes);
+    }
+    if (b->payload_hashes) {
+        cudaFreeHost(b->payload_hashes);
+    }
     b->ends = NULL;
     b->fps = NULL;
+    b->hashes = NULL;
+    b->payload_hashes = NULL;
     if (x->copy) {
         cudaStreamDestroy(x->copy);
     }
@@ -154,6 +166,16 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
         cudaEventDestroy(x->done);
     }
     free(x);
+}
+
+/* A result buffer of 'size' bytes on the device and its pinned copy on
+ * the host. */
+static int
+alloc_result(void **dev, void **host, size_t size)
+{
+    int error = CK(cudaMalloc(dev, size));
+
+    return error ? error : CK(cudaMallocHost(host, size));
 }
 
 static int
@@ -197,6 +219,16 @@ cuda_batch_init(struct gpu_re_batch *b)
     }
     if (!error && b->want_fps) {
         error = CK(cudaMallocHost((void **) &b->fps, ns * sizeof *b->fps));
+    }
+    /* Chunk hashes by slot, payload hashes by packet. */
+    if (!error && b->want_hashes) {
+        error = alloc_result((void **) &x->d_hashes, (void **) &b->hashes,
+                             ns * sizeof *b->hashes);
+    }
+    if (!error && b->want_hashes) {
+        error = alloc_result((void **) &x->d_payload_hashes,
+                             (void **) &b->payload_hashes,
+                             np * sizeof *b->payload_hashes);
     }
     if (!error) {
         error = CK(cudaStreamCreateWithFlags(&x->copy,
@@ -286,6 +318,21 @@ launch_remap(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s)
     }
 }
 
+/* If the batch wants hashes: each chunk's and packet's, after the cuts,
+ * in the chunk kernel's packet order ('order', or NULL). */
+static void
+launch_hash(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
+            const uint32_t *order)
+{
+    uint32_t n = b->n_packets;
+
+    if (b->want_hashes) {
+        hash_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
+            x->d_data, x->d_offsets, order, n, b->c->cfg.params.min_chunk,
+            x->d_ends, x->d_hashes, x->d_payload_hashes);
+    }
+}
+
 /* Queues the grouping and chunk kernels on 's'; the chunk kernel waits
  * for 'copied' (if not NULL) first, so the grouping overlaps the payload
  * copy. */
@@ -307,6 +354,7 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
             }
         }
         launch_remap(b, x, s);
+        launch_hash(b, x, s, NULL);
         return CK(cudaGetLastError());
     }
     /* Group only when lengths differ (one length: nothing to gain). */
@@ -341,6 +389,7 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
     } else {
         launch_chunk<false>(c, x, s, order, n, grid);
     }
+    launch_hash(b, x, s, order);
     return CK(cudaGetLastError());
 }
 
@@ -377,6 +426,19 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
         if (!error && b->want_fps) {
             error = CK(cudaMemcpyAsync(b->fps, x->d_fps,
                                        n_slots * sizeof *b->fps,
+                                       cudaMemcpyDeviceToHost, s));
+        }
+        /* 16 bytes a slot: about half the payload's bytes back, on the
+         * link's idle direction. */
+        if (!error && b->want_hashes) {
+            error = CK(cudaMemcpyAsync(b->hashes, x->d_hashes,
+                                       n_slots * sizeof *b->hashes,
+                                       cudaMemcpyDeviceToHost, s));
+        }
+        if (!error && b->want_hashes) {
+            error = CK(cudaMemcpyAsync(b->payload_hashes,
+                                       x->d_payload_hashes,
+                                       n * sizeof *b->payload_hashes,
                                        cudaMemcpyDeviceToHost, s));
         }
     }

@@ -40,6 +40,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu_services/re/gpu-re.h"
 
@@ -152,6 +153,119 @@ gpu_re_cutter_test(const struct gpu_re_kparams *k,
      * short-circuit: no branch per byte on the GPU. */
     return ((pos >= c->lo) & !((uint32_t) fp & (uint32_t) k->mask))
            | (pos == c->hi);
+}
+
+/* ---- MurmurHash3 x64_128 (Austin Appleby, public domain), seed 0. ----
+ *
+ * The chunk and payload hash (gpu_re_hash128()), written once for the
+ * CPU and the CUDA kernel that hashes a batch's chunks ahead of the
+ * encoder: the encoder takes those hashes in place of its own, so they
+ * must be the same bits. */
+
+GPU_RE_HD uint64_t
+gpu_re_rotl64(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+GPU_RE_HD uint64_t
+gpu_re_fmix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* The little-endian 64-bit word at 'p', any alignment.  On the device
+ * an unaligned 8-byte load faults, so two aligned words are joined; the
+ * second is read only if the word straddles it, so no byte past the
+ * 8-byte granule of p[7] is touched. */
+GPU_RE_HD uint64_t
+gpu_re_load64le(const uint8_t *p)
+{
+#ifdef __CUDA_ARCH__
+    const uint64_t *w = (const uint64_t *) ((uintptr_t) p & ~(uintptr_t) 7);
+    unsigned int shift = ((uintptr_t) p & 7) * 8;
+
+    return shift ? (w[0] >> shift) | (w[1] << (64 - shift)) : w[0];
+#else
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+#endif
+}
+
+GPU_RE_HD struct gpu_re_hash
+gpu_re_murmur128(const uint8_t *data, uint64_t len)
+{
+    const uint64_t c1 = 0x87c37b91114253d5ULL;
+    const uint64_t c2 = 0x4cf5ad432745937fULL;
+    const uint64_t nblocks = len / 16;
+    const uint8_t *tail = data + nblocks * 16;
+    uint64_t h1 = 0, h2 = 0, k1 = 0, k2 = 0, i;
+    struct gpu_re_hash h;
+
+    for (i = 0; i < nblocks; i++) {
+        k1 = gpu_re_load64le(data + 16 * i);
+        k2 = gpu_re_load64le(data + 16 * i + 8);
+
+        k1 *= c1; k1 = gpu_re_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = gpu_re_rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = gpu_re_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = gpu_re_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+
+    /* The 0..15 tail bytes as two zero-padded little-endian words
+     * (byte by byte: a word load could run past the buffer). */
+    k1 = k2 = 0;
+    for (i = 0; i < (len & 15); i++) {
+        if (i < 8) {
+            k1 |= (uint64_t) tail[i] << (8 * i);
+        } else {
+            k2 |= (uint64_t) tail[i] << (8 * (i - 8));
+        }
+    }
+    if ((len & 15) > 8) {
+        k2 *= c2; k2 = gpu_re_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+    }
+    if (len & 15) {
+        k1 *= c1; k1 = gpu_re_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    }
+
+    h1 ^= len;
+    h2 ^= len;
+    h1 += h2;
+    h2 += h1;
+    h1 = gpu_re_fmix64(h1);
+    h2 = gpu_re_fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    h.hi = h1;
+    h.lo = h2;
+    return h;
+}
+
+/* The hashes a batch gives the encoder for one packet of 'len' bytes:
+ * each chunk's (ends[] as the chunker wrote them, the last one 'len'),
+ * by slot like the ends, and the whole packet's (the shim's check). */
+GPU_RE_HD void
+gpu_re_hash_packet(const uint8_t *p, uint32_t len, const uint16_t *ends,
+                   struct gpu_re_hash *hashes,
+                   struct gpu_re_hash *payload_hash)
+{
+    uint32_t s = 0, i;
+
+    for (i = 0; s < len; s = ends[i++]) {
+        hashes[i] = gpu_re_murmur128(p + s, ends[i] - s);
+    }
+    *payload_hash = gpu_re_murmur128(p, len);
 }
 
 #endif /* re-inline.h */

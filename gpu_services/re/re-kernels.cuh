@@ -405,4 +405,33 @@ select_kernel(const uint64_t *__restrict__ tables,
     }
 }
 
+/* After the cuts: each chunk's and each packet's 128-bit hash, so the
+ * encoder's core does not hash them (re-inline.h, the same code as the
+ * CPU's).  One thread per packet in the chunk kernel's order (longest
+ * first when grouped, so a warp's threads hash similar lengths); the
+ * chunk bytes were just read by the chunk kernel and are mostly L2
+ * hits.  ~2.5 instructions per byte hashed, twice the payload (chunks,
+ * then the whole payload): a tenth of the chunk kernel's work. */
+__global__ void __launch_bounds__(THREADS)
+hash_kernel(const uint8_t *__restrict__ data,
+            const uint32_t *__restrict__ offsets,
+            const uint32_t *__restrict__ order, uint32_t n,
+            uint32_t min_chunk, const uint16_t *__restrict__ ends,
+            struct gpu_re_hash *__restrict__ hashes,
+            struct gpu_re_hash *__restrict__ payload_hashes)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+
+    if (t >= n) {
+        return;
+    }
+    uint32_t p = order ? order[t] : t;
+    uint32_t start = offsets[p] - offsets[0];
+    uint32_t len = offsets[p + 1] - offsets[p];
+    uint32_t slot = start / min_chunk + p;
+
+    gpu_re_hash_packet(data + start, len, ends + slot, hashes + slot,
+                       &payload_hashes[p]);
+}
+
 #endif /* re-kernels.cuh */

@@ -65,6 +65,7 @@ struct gpu_re_batch {
     struct gpu_re_chunker *c;
     size_t max_packets, max_bytes, max_slots;
     bool want_fps;
+    bool want_hashes;           /* GPU_RE_BATCH_HASHES. */
     void *pdata;
 
     /* The current submission. */
@@ -77,6 +78,8 @@ struct gpu_re_batch {
     /* Results, by slot (pinned on CUDA). */
     uint16_t *ends;
     uint64_t *fps;
+    struct gpu_re_hash *hashes;         /* By slot, as 'ends'. */
+    struct gpu_re_hash *payload_hashes; /* By packet. */
 };
 
 /* Chunks the batch's current input on the CPU into its results.  The

@@ -211,13 +211,23 @@ gpu_re_batch_create(struct gpu_re_chunker *c, size_t max_packets,
                     size_t max_bytes, bool want_fps,
                     struct gpu_re_batch **bp)
 {
+    return gpu_re_batch_create_flags(c, max_packets, max_bytes,
+                                     want_fps ? GPU_RE_BATCH_FPS : 0, bp);
+}
+
+int
+gpu_re_batch_create_flags(struct gpu_re_chunker *c, size_t max_packets,
+                          size_t max_bytes, unsigned int flags,
+                          struct gpu_re_batch **bp)
+{
     struct gpu_re_batch *b;
     int error;
 
     /* Positions in a batch are int32 on the device, with room for a
      * chunk past the last one. */
     if (!c || !bp || !max_packets || max_packets > (1u << 24)
-        || max_bytes > (1ull << 30)) {
+        || max_bytes > (1ull << 30)
+        || flags & ~(GPU_RE_BATCH_FPS | GPU_RE_BATCH_HASHES)) {
         return GPU_ERR_INVALID;
     }
     b = calloc(1, sizeof *b);
@@ -229,7 +239,8 @@ gpu_re_batch_create(struct gpu_re_chunker *c, size_t max_packets,
     b->max_bytes = max_bytes;
     b->max_slots = gpu_re_n_slots(max_bytes, max_packets,
                                   c->cfg.params.min_chunk);
-    b->want_fps = want_fps;
+    b->want_fps = flags & GPU_RE_BATCH_FPS;
+    b->want_hashes = flags & GPU_RE_BATCH_HASHES;
     error = c->prov->batch_init(b);
     if (error) {
         free(b);
@@ -354,92 +365,39 @@ gpu_re_batch_results(const struct gpu_re_batch *b, const uint16_t **ends,
     }
 }
 
-/* ---- MurmurHash3 x64_128 (Austin Appleby, public domain). ---- */
-
-static inline uint64_t
-rotl64(uint64_t x, int r)
+void
+gpu_re_batch_hashes(const struct gpu_re_batch *b,
+                    const struct gpu_re_hash **chunk_hashes,
+                    const struct gpu_re_hash **payload_hashes)
 {
-    return (x << r) | (x >> (64 - r));
+    *chunk_hashes = b->hashes;
+    *payload_hashes = b->payload_hashes;
 }
 
-static inline uint64_t
-fmix64(uint64_t k)
+void
+gpu_re_batch_chunks(const struct gpu_re_batch *b, size_t i,
+                    struct gpu_re_chunks *chunks)
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
+    uint32_t len = b->offsets[i + 1] - b->offsets[i];
+    size_t slot = gpu_re_slot_base(b->offsets, i,
+                                   b->c->cfg.params.min_chunk);
+    size_t n = 0;
+
+    /* The packet's chunks end at its length (none if it is empty). */
+    while (n < len && (!n || b->ends[slot + n - 1] < len)) {
+        n++;
+    }
+    chunks->ends = b->ends + slot;
+    chunks->n = n;
+    chunks->hashes = b->hashes ? b->hashes + slot : NULL;
+    chunks->payload_hash = (b->payload_hashes ? &b->payload_hashes[i]
+                            : NULL);
 }
 
-static inline uint64_t
-get64le(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
+/* ---- The 128-bit chunk hash (re-inline.h, shared with CUDA). ---- */
 
 struct gpu_re_hash
-gpu_re_hash128(const void *data_, size_t len)
+gpu_re_hash128(const void *data, size_t len)
 {
-    const uint8_t *data = data_;
-    const uint64_t c1 = 0x87c37b91114253d5ULL;
-    const uint64_t c2 = 0x4cf5ad432745937fULL;
-    size_t nblocks = len / 16, i;
-    uint64_t h1 = 0, h2 = 0, k1, k2;
-    const uint8_t *tail;
-    struct gpu_re_hash h;
-
-    for (i = 0; i < nblocks; i++) {
-        k1 = get64le(data + 16 * i);
-        k2 = get64le(data + 16 * i + 8);
-
-        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
-    }
-
-    tail = data + nblocks * 16;
-    k1 = k2 = 0;
-    switch (len & 15) {
-    case 15: k2 ^= (uint64_t) tail[14] << 48; /* fall through */
-    case 14: k2 ^= (uint64_t) tail[13] << 40; /* fall through */
-    case 13: k2 ^= (uint64_t) tail[12] << 32; /* fall through */
-    case 12: k2 ^= (uint64_t) tail[11] << 24; /* fall through */
-    case 11: k2 ^= (uint64_t) tail[10] << 16; /* fall through */
-    case 10: k2 ^= (uint64_t) tail[9] << 8;   /* fall through */
-    case 9:
-        k2 ^= (uint64_t) tail[8];
-        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        /* fall through */
-    case 8: k1 ^= (uint64_t) tail[7] << 56;   /* fall through */
-    case 7: k1 ^= (uint64_t) tail[6] << 48;   /* fall through */
-    case 6: k1 ^= (uint64_t) tail[5] << 40;   /* fall through */
-    case 5: k1 ^= (uint64_t) tail[4] << 32;   /* fall through */
-    case 4: k1 ^= (uint64_t) tail[3] << 24;   /* fall through */
-    case 3: k1 ^= (uint64_t) tail[2] << 16;   /* fall through */
-    case 2: k1 ^= (uint64_t) tail[1] << 8;    /* fall through */
-    case 1:
-        k1 ^= (uint64_t) tail[0];
-        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-    }
-
-    h1 ^= len;
-    h2 ^= len;
-    h1 += h2;
-    h2 += h1;
-    h1 = fmix64(h1);
-    h2 = fmix64(h2);
-    h1 += h2;
-    h2 += h1;
-    h.hi = h1;
-    h.lo = h2;
-    return h;
+    return gpu_re_murmur128(data, len);
 }
