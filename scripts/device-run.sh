@@ -5,8 +5,8 @@
 # autotools files and .devdeps/ (cmocka, the OVS tarball) carried along.
 #
 #   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
-#                          ids-switch-bench|ovs-bench|classifier-burst|
-#                          unit|soak]...
+#                          ids-switch-bench|services-bench|ovs-bench|
+#                          classifier-burst|unit|soak]...
 #
 # test runs the cmocka tests (every backend) and OVS's testsuite with
 # ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
@@ -177,6 +177,17 @@ ids-switch-bench)
     scripts/bench-ids-switch.sh --rules "$rules" \
         --out "$OUT/ids-switch-bench.txt" 2>&1 \
         | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/ids-switch-bench.log"
+    ;;
+services-bench)
+    # Every service action in the switch: no service, CUDA, CPU backend.
+    echo "== switch benchmark of every service action"
+    use_bundle
+    cd "$SRC"
+    "$SRC/scripts/unpack-data.sh" /tmp/ovsgpu-data
+    rules=/tmp/ovsgpu-data/snort-community/community.rules
+    scripts/bench-services-switch.sh --rules "$rules" --text "$rules" \
+        ${SERVICES_BENCH_ARGS:-} --out "$OUT/services-bench.txt" 2>&1 \
+        | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/services-bench.log"
     ;;
 pack)
     # The device tool brings back at most 8 files: pack them into one.

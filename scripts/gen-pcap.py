@@ -9,7 +9,7 @@ needs nothing beyond python3.
 
   gen-pcap.py --out FILE [--trace TRACE[.gz]] [--count N] [--size BYTES]
               [--size-mix internet] [--plant TEXT [--plant-every N]]
-              [--seed S]
+              [--payload-from FILE] [--seed S]
 """
 import argparse
 import gzip
@@ -30,9 +30,10 @@ def checksum(data):
     return ~total & 0xffff
 
 
-def packet(src, dst, sport, dport, proto, size, plant=b""):
+def packet(src, dst, sport, dport, proto, size, plant=b"", fill=None):
     """Returns one frame of 'size' bytes (without FCS, at least 60), or
-    longer if needed to start the payload with 'plant'."""
+    longer if needed to start the payload with 'plant'.  The rest of the
+    payload is a fixed pattern, or comes from 'fill(length)'."""
     size = max(size, 60)
     if proto == 6:
         l4_len = 20
@@ -41,8 +42,9 @@ def packet(src, dst, sport, dport, proto, size, plant=b""):
     else:
         l4_len = 0
     payload_len = max(size - 14 - 20 - l4_len, len(plant), 0)
-    payload = plant + bytes((i * 7 + 3) & 0xff
-                            for i in range(payload_len - len(plant)))
+    rest = payload_len - len(plant)
+    payload = plant + (fill(rest) if fill else
+                       bytes((i * 7 + 3) & 0xff for i in range(rest)))
     ip_len = 20 + l4_len + payload_len
     pseudo = struct.pack("!IIBBH", src, dst, 0, proto, l4_len + payload_len)
     if proto == 6:
@@ -98,9 +100,25 @@ def main():
                     "(an IDS signature for gpu_ids)")
     ap.add_argument("--plant-every", type=int, default=10,
                     help="plant the text in one packet of this many")
+    ap.add_argument("--payload-from",
+                    help="take payloads from this file (.gz read whole) at "
+                    "random offsets, so that the traffic repeats itself as "
+                    "real traffic does (for re_encode), instead of a fixed "
+                    "pattern")
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
+    fill = None
+    if args.payload_from:
+        opener = gzip.open if args.payload_from.endswith(".gz") else open
+        with opener(args.payload_from, "rb") as f:
+            text = f.read()
+        if len(text) < 2048:
+            sys.exit("%s: too short for payloads" % args.payload_from)
+
+        def fill(length):
+            off = rng.randrange(0, len(text) - length)
+            return text[off:off + length]
     tuples = trace_tuples(args.trace) if args.trace else random_tuples(rng)
     n = 0
     with open(args.out, "wb") as out:
@@ -113,7 +131,8 @@ def main():
             size = args.size
             if args.size_mix:
                 size = rng.choices((64, 576, 1500), (50, 20, 30))[0]
-            frame = packet(src, dst, sport, dport, proto, size - 4, plant)
+            frame = packet(src, dst, sport, dport, proto, size - 4, plant,
+                           fill)
             out.write(struct.pack("<IIII", n // 1000000, n % 1000000,
                                   len(frame), len(frame)))
             out.write(frame)

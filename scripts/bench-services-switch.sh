@@ -1,0 +1,264 @@
+#!/bin/bash
+# Every GPU service action measured inside ovs-vswitchd: packets per
+# second of one PMD thread forwarding an Internet-like packet mix (50% 64,
+# 20% 576, 30% 1500 bytes) from a net_pcap port to a net_null port through
+# the service, with no service, with the service on CUDA and with it on
+# the CPU backend, each run printed beside the no-service rate of the
+# same traffic.
+#
+#   bench-services-switch.sh --rules FILE --text FILE
+#                            [--services "ids-alert ids-drop re fec index"]
+#                            [--backends "cuda cpu"] [--seconds S]
+#                            [--count N] [--out FILE]
+#
+# --rules: a Snort rule file (the community rules), for gpu_ids; a rule
+# for a signature planted in one packet in 100 is added to it.
+# --text: a file (.gz allowed) the payloads of the re, fec and index runs
+# are cut from at random offsets, so that the traffic repeats itself as
+# real traffic does (the gpu_ids runs keep gen-pcap.py's fixed pattern:
+# rule text as payload would match thousands of rules).
+#
+# The services and what each run checks:
+#   ids-alert  gpu_ids(ruleset=bench,alert): every packet goes out;
+#              matched counts the planted signatures.
+#   ids-drop   gpu_ids(ruleset=bench): the planted packets are dropped.
+#   re         re_encode(peer=b),re_decode(peer=a) in one action list (as
+#              two switches joined by a patch port would run it): bytes
+#              saved by the encoder, and the decoder's undecodable and
+#              check failures (a byte-for-byte check of every payload).
+#   fec        fec_encode(k=10,m=4),fec_decode(): parity made and
+#              stripped; nothing is lost between them here (losses need
+#              a link that drops, not yet in this script).
+#   index      gpu_index(store=bench): records kept and lost (ring
+#              full), then the time of a query over what was recorded.
+#
+# Rates: "in" is what the PMD received, "out" what p1 sent, both per
+# second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
+# service call latency (the service's run() time per batch).  Setup as
+# the other switch benchmarks (switch-bench-lib.sh): DPDK without
+# hugepages, one PMD on the last core, EMC insertion off, one OpenFlow
+# rule from p0 to p1.
+set -e -o pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+SECONDS_PER_RUN=5
+COUNT=20000
+SERVICES="ids-alert ids-drop re fec index"
+BACKENDS="cuda cpu"
+RULES=
+TEXT=
+OUTFILE=
+while test $# -gt 0; do
+    case $1 in
+        --rules) RULES=$2; shift ;;
+        --text) TEXT=$2; shift ;;
+        --services) SERVICES=$2; shift ;;
+        --backends) BACKENDS=$2; shift ;;
+        --seconds) SECONDS_PER_RUN=$2; shift ;;
+        --count) COUNT=$2; shift ;;
+        --out) OUTFILE=$2; shift ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+case " $SERVICES " in
+    *" ids-"*) test -f "$RULES" || {
+        echo "bench-services-switch.sh: --rules FILE needed" >&2; exit 2; } ;;
+esac
+if ! test -f "$TEXT"; then
+    echo "bench-services-switch.sh: --text FILE needed" >&2
+    exit 2
+fi
+
+. "$SRC/scripts/switch-bench-lib.sh"
+
+SIGNATURE=ovs-gpu-bench-signature
+if test -f "$RULES"; then
+    cp "$RULES" "$RUN/bench.rules"
+    printf 'alert tcp any any -> any any (msg:"%s"; content:"%s"; %s)\n' \
+        "bench signature" "$SIGNATURE" "sid:9000001; rev:1;" \
+        >> "$RUN/bench.rules"
+fi
+python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/ids.pcap" --count "$COUNT" \
+    --size-mix internet --plant "$SIGNATURE" --plant-every 100 >/dev/null
+python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/text.pcap" --count "$COUNT" \
+    --size-mix internet --payload-from "$TEXT" >/dev/null
+
+# mean_frame PCAP: the mean frame size on the wire (with FCS), for Gbit/s.
+mean_frame() {
+    python3 -c "
+import struct, sys
+f = open(sys.argv[1], 'rb'); f.read(24); n = t = 0
+while True:
+    h = f.read(16)
+    if len(h) < 16: break
+    l = struct.unpack('<IIII', h)[2]; f.read(l); n += 1; t += l + 4
+print('%.1f' % (t / n))" "$1"
+}
+
+# tx_packets PORT: what PORT has sent.
+tx_packets() {
+    ovs-vsctl get Interface "$1" statistics:tx_packets 2>/dev/null || echo 0
+}
+
+# measure_io: "IN OUT" Mpps over SECONDS_PER_RUN after 1 s of warm-up.
+# DPDK ports' statistics are refreshed every few seconds in the database,
+# so p1's sent packets come from dpctl/show, which asks the port.
+dp_tx() {
+    ovs-appctl dpctl/show -s | awk '
+        $0 ~ /: p1( |$)/ { p = 1; next }
+        p && /TX packets:/ { sub("packets:", "", $2); print $2; exit }'
+}
+measure_io() {
+    ovs-appctl dpif-netdev/pmd-stats-clear
+    sleep 1
+    ovs-appctl dpif-netdev/pmd-stats-clear
+    local tx0 t0 t1 tx1 stats rx
+    tx0=$(dp_tx)
+    t0=$(date +%s.%N)
+    sleep "$SECONDS_PER_RUN"
+    stats=$(ovs-appctl dpif-netdev/pmd-stats-show)
+    tx1=$(dp_tx)
+    t1=$(date +%s.%N)
+    rx=$(echo "$stats" | awk '/^pmd thread/ { p = 1 }
+        p && /packets received:/ { s += $3 } END { print s }')
+    awk -v rx="$rx" -v a="$tx0" -v b="$tx1" -v t0="$t0" -v t1="$t1" \
+        'BEGIN { printf "%.3f %.3f\n", rx / (t1 - t0) / 1e6,
+                 (b - a) / (t1 - t0) / 1e6 }'
+}
+
+# actions SERVICE: the OpenFlow actions of SERVICE's runs.
+actions() {
+    case $1 in
+        none) echo "output:p1" ;;
+        ids-alert) echo "gpu_ids(ruleset=bench,alert),output:p1" ;;
+        ids-drop) echo "gpu_ids(ruleset=bench),output:p1" ;;
+        re) echo "re_encode(peer=b,cache=64M),re_decode(peer=a,cache=64M),\
+output:p1" ;;
+        fec) echo "fec_encode(k=10,m=4),fec_decode(),output:p1" ;;
+        index) echo "gpu_index(store=bench),output:p1" ;;
+    esac
+}
+
+# checks SERVICE: the service's own figures after a run, one line.
+checks() {
+    local s
+    case $1 in
+        ids-*)
+            s=$(ovs-appctl gpu-ids/show bench)
+            echo "$s" | awk '/^  matched:/ { m = $2; d = $4 }
+                /^  errors/ { e = $4 }
+                END { printf "matched %s dropped %s errors %s", m, d, e }' \
+                | tr -d , ;;
+        re)
+            s=$(ovs-appctl gpu-re/show)
+            echo "$s" | awk '
+                /^re_encode/ { w = "enc" } /^re_decode/ { w = "dec" }
+                w == "enc" && /savings:/ { sv = $2 }
+                w == "dec" && /undecodable/ { u = $3 }
+                /errors/ { e += $4 }
+                END { printf "saved %s undecodable %s errors %s", sv, u, e }'
+            ;;
+        fec)
+            s=$(ovs-appctl gpu-fec/show)
+            echo "$s" | awk '
+                /^fec_encode/ { w = "enc" } /^fec_decode/ { w = "dec" }
+                w == "enc" && /parity sent:/ { p = $3 }
+                w == "dec" && /packets passed:/ { d = $3 }
+                w == "dec" && /groups lost:/ { l = $3 }
+                /^  errors:/ { e += $2 }
+                END { printf "parity %s passed %s lost-groups %s errors %s",
+                      p, d, l, e }' ;;
+        index)
+            s=$(ovs-appctl gpu-index/show bench)
+            echo "$s" | awk '/packets:.*submitted/ {
+                printf "recorded %s lost %s", $4, $6 }' | tr -d , ;;
+        none) echo "-" ;;
+    esac
+}
+
+# query_time: the wall time of a query over the recorded packets, and
+# how many it found, once the traffic has stopped (no flow: the switch
+# drops what comes in).
+query_time() {
+    local t0 t1 n
+    ovs-ofctl del-flows br0
+    sleep 1
+    t0=$(date +%s.%N)
+    n=$(ovs-appctl -T 300 gpu-index/query bench 'udp or tcp' \
+        --pcap "$RUN/query.pcap" | tail -1)
+    t1=$(date +%s.%N)
+    awk -v t0="$t0" -v t1="$t1" -v n="$n" \
+        'BEGIN { printf "query \"udp or tcp\": %s in %.2f s", n, t1 - t0 }'
+}
+
+fmt='%-10s %-5s %8s %8s %8s %8s %9s  %s\n'
+printf "$fmt" service back "Mpps in" "Mpps out" Gbit/s "vs none" "call us" \
+    "checks" | tee ${OUTFILE:+"$OUTFILE"}
+for service in $SERVICES; do
+    case $service in
+        ids-*) pcap=$RUN/ids.pcap ;;
+        *) pcap=$RUN/text.pcap ;;
+    esac
+    mean=$(mean_frame "$pcap")
+    base=
+    for backend in none $BACKENDS; do
+        case $backend in
+            none|cuda) device=0 ;;
+            cpu) device=cpu ;;
+        esac
+        rm -rf "$RUN/gpu-index"
+        settings="gpu-device=$device gpu-index-store-bench=bench"
+        case $service in
+            ids-*) settings="$settings
+                gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial" ;;
+        esac
+        start_switch "$pcap" $settings
+        case $service in ids-*)
+            for i in $(seq 1 600); do
+                grep -q 'ruleset bench loaded' "$RUN/ovs-vswitchd.log" && break
+                sleep 0.1
+            done ;;
+        esac
+        ovs-ofctl del-flows br0
+        if test $backend = none; then
+            a=$(actions none)
+        else
+            a=$(actions $service)
+        fi
+        ovs-ofctl add-flow br0 "in_port=p0,actions=$a"
+        read mpps_in mpps_out < <(measure_io)
+        show=$(ovs-appctl gpu/show)
+        gbps=$(awk -v p="$mpps_in" -v m="$mean" \
+            'BEGIN { printf "%.2f", p * m * 8 / 1e3 }')
+        test $backend = none && base=$mpps_in
+        vs=$(awk -v p="$mpps_in" -v b="$base" \
+            'BEGIN { printf "%.2f", (b > 0 ? p / b : 0) }')
+        lat=$(echo "$show" | awk '/service call latency:/ { print $4 }')
+        chk=$(checks $(test $backend = none && echo none || echo $service))
+        if test $service = index && test $backend != none; then
+            chk="$chk; $(query_time)"
+        fi
+        test $backend = none && lat=-
+        printf "$fmt" "$service" "$backend" "$mpps_in" "$mpps_out" "$gbps" \
+            "$vs" "$lat" "$chk" | tee -a ${OUTFILE:+"$OUTFILE"}
+        if test -n "$OUTFILE"; then
+            {
+                echo "=== $service $backend: $a"
+                ovs-appctl dpif-netdev/pmd-stats-show
+                echo "$show"
+                case $service in
+                    ids-*) ovs-appctl gpu-ids/show bench | sed -n 1,12p ;;
+                    re) ovs-appctl gpu-re/show ;;
+                    fec) ovs-appctl gpu-fec/show ;;
+                    index) ovs-appctl gpu-index/show bench ;;
+                esac
+                grep -E 'WARN|ERR' "$RUN/ovs-vswitchd.log" | tail -5
+            } >> "$OUTFILE.details" 2>&1
+        fi
+        stop_switch
+        mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-$service-$backend.log"
+    done
+done
+echo "mean frames: ids $(mean_frame "$RUN/ids.pcap"), others" \
+    "$(mean_frame "$RUN/text.pcap") bytes on the wire; $(nproc) cores," \
+    "PMD on core $pmd_core" | tee -a ${OUTFILE:+"$OUTFILE"}
