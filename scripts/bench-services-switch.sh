@@ -64,10 +64,10 @@ case " $SERVICES " in
     *" ids-"*) test -f "$RULES" || {
         echo "bench-services-switch.sh: --rules FILE needed" >&2; exit 2; } ;;
 esac
-if ! test -f "$TEXT"; then
-    echo "bench-services-switch.sh: --text FILE needed" >&2
-    exit 2
-fi
+case " $SERVICES " in
+    *" re "*|*" fec "*|*" index "*) test -f "$TEXT" || {
+        echo "bench-services-switch.sh: --text FILE needed" >&2; exit 2; } ;;
+esac
 
 . "$SRC/scripts/switch-bench-lib.sh"
 
@@ -80,8 +80,11 @@ if test -f "$RULES"; then
 fi
 python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/ids.pcap" --count "$COUNT" \
     --size-mix internet --plant "$SIGNATURE" --plant-every 100 >/dev/null
-python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/text.pcap" --count "$COUNT" \
-    --size-mix internet --payload-from "$TEXT" >/dev/null
+if test -n "$TEXT"; then
+    python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/text.pcap" \
+        --count "$COUNT" --size-mix internet --payload-from "$TEXT" \
+        >/dev/null
+fi
 
 # mean_frame PCAP: the mean frame size on the wire (with FCS), for Gbit/s.
 mean_frame() {
@@ -259,6 +262,8 @@ for service in $SERVICES; do
         mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-$service-$backend.log"
     done
 done
-echo "mean frames: ids $(mean_frame "$RUN/ids.pcap"), others" \
-    "$(mean_frame "$RUN/text.pcap") bytes on the wire; $(nproc) cores," \
-    "PMD on core $pmd_core" | tee -a ${OUTFILE:+"$OUTFILE"}
+others=
+test -f "$RUN/text.pcap" && others=", others $(mean_frame "$RUN/text.pcap")"
+echo "mean frames: ids $(mean_frame "$RUN/ids.pcap")$others bytes on the" \
+    "wire; $(nproc) cores, PMD on core $pmd_core" \
+    | tee -a ${OUTFILE:+"$OUTFILE"}
