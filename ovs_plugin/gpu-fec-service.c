@@ -437,6 +437,19 @@ fec_inst_find(const char *args, bool encoder)
     return NULL;
 }
 
+/* Sets up the state of 'inst', whose arguments (and coder, for an
+ * encoder) are set, as the instance named 'args'. */
+static void
+fec_inst_init(struct fec_inst *inst, const char *args, bool encoder)
+{
+    inst->encoder = encoder;
+    inst->args = xstrdup(args);
+    ovs_mutex_init(&inst->mutex);
+    atomic_init(&inst->deadline_us, LLONG_MAX);
+    hmap_init(&inst->groups);
+    ovs_list_init(&inst->lru);
+}
+
 /* Checks a flow's arguments and creates the instance they name, in the
  * main thread, so that a PMD thread never builds a coder. */
 static char *
@@ -465,12 +478,7 @@ fec_check(const char *args, bool encoder)
         }
         inst->group = random_uint32();
     }
-    inst->encoder = encoder;
-    inst->args = xstrdup(args);
-    ovs_mutex_init(&inst->mutex);
-    atomic_init(&inst->deadline_us, LLONG_MAX);
-    hmap_init(&inst->groups);
-    ovs_list_init(&inst->lru);
+    fec_inst_init(inst, args, encoder);
     cmap_insert(&instances, &inst->node, hash_string(args, encoder));
     ovs_mutex_unlock(&instances_mutex);
     VLOG_INFO("%s(%s) created", encoder ? "fec_encode" : "fec_decode",

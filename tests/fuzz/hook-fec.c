@@ -48,12 +48,7 @@ inst_create(const char *args, bool encoder)
         inst->coder = fec_coder_get(inst->k, inst->m, false, false, NULL);
         inst->group = 0x5eed0000;
     }
-    inst->encoder = encoder;
-    inst->args = xstrdup(args);
-    ovs_mutex_init(&inst->mutex);
-    atomic_init(&inst->deadline_us, LLONG_MAX);
-    hmap_init(&inst->groups);
-    ovs_list_init(&inst->lru);
+    fec_inst_init(inst, args, encoder);
     return inst;
 }
 

@@ -31,6 +31,15 @@ fuzz_plugin_init(void)
     gpu_plugin_apply(NULL, true);
 }
 
+void
+fuzz_check_error(char *error)
+{
+    if (error && !error[0]) {
+        abort();
+    }
+    free(error);
+}
+
 size_t
 fuzz_plugin_n_keys(void)
 {

@@ -42,15 +42,6 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void
-check_error(char *error)
-{
-    if (error && !error[0]) {
-        abort();
-    }
-    free(error);
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -67,9 +58,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (which < n_keys) {
         fuzz_plugin_parse(which, value, err, sizeof err);
     } else if (which == n_keys) {
-        check_error(fuzz_ids_parse_config(value));
+        fuzz_check_error(fuzz_ids_parse_config(value));
     } else if (which == n_keys + 1) {
-        check_error(fuzz_index_parse_config(value));
+        fuzz_check_error(fuzz_index_parse_config(value));
     } else {
         const char *names[16], *values[16];
         char *save_ptr = NULL;

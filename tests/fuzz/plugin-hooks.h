@@ -31,6 +31,10 @@
  * sets up what the hooks need.  Call once, first. */
 void fuzz_plugin_init(void);
 
+/* Aborts (a finding) if a parser's 'error' is an empty message, which a
+ * user could not read; frees it.  NULL (no error) is fine. */
+void fuzz_check_error(char *error);
+
 /* hook-fec.c: fec_parse_args() of fec_encode ('encoder') or fec_decode. */
 char *fuzz_fec_parse_args(const char *args, bool encoder);
 /* hook-fec.c: a fec_decode instance, fresh for the call, on the frames

@@ -49,16 +49,6 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void
-check_error(char *error)
-{
-    /* An error is a message a user can read: not empty. */
-    if (error && !error[0]) {
-        abort();
-    }
-    free(error);
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -86,27 +76,27 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
             }
         }
-        check_error(error);
+        fuzz_check_error(error);
         break;
     }
     case 1:
-        check_error(fuzz_fec_parse_args(args, true));
+        fuzz_check_error(fuzz_fec_parse_args(args, true));
         break;
     case 2:
-        check_error(fuzz_fec_parse_args(args, false));
+        fuzz_check_error(fuzz_fec_parse_args(args, false));
         break;
     case 3:
-        check_error(fuzz_re_parse_args(args));
+        fuzz_check_error(fuzz_re_parse_args(args));
         break;
     case 4:
-        check_error(fuzz_actions_check(false, args));
+        fuzz_check_error(fuzz_actions_check(false, args));
         break;
     case 5:
-        check_error(fuzz_actions_check(true, args));
+        fuzz_check_error(fuzz_actions_check(true, args));
         break;
     case 6:
         /* A buffer just large enough, or one byte short. */
-        check_error(gpu_service_args_split(args, keys, values, buf,
+        fuzz_check_error(gpu_service_args_split(args, keys, values, buf,
                                            MIN(sizeof buf,
                                                strlen(args) + (size & 1))));
         break;
