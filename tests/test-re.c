@@ -501,7 +501,10 @@ trace_add(struct trace *t, const uint8_t *p, size_t len)
         t->cap_bytes = 2 * (t->offsets[t->n] + len);
         t->data = realloc(t->data, t->cap_bytes);
     }
-    memcpy(t->data + t->offsets[t->n], p, len);
+    if (len) {
+        /* An empty payload comes as NULL: memcpy() must not see it. */
+        memcpy(t->data + t->offsets[t->n], p, len);
+    }
     t->offsets[t->n + 1] = t->offsets[t->n] + len;
     t->n++;
 }
