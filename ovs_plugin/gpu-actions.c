@@ -254,6 +254,18 @@ gpu_service_args_split(const char *args, const char *const keys[],
 static atomic_int fault_count[GPU_FAULT_N_TARGETS];
 static atomic_int fault_error[GPU_FAULT_N_TARGETS];
 
+/* Test only ("gpu/inject-fault ids-slow US"): see gpu-actions.h. */
+static atomic_int ids_slow_us = 0;
+
+int
+gpu_service_ids_slow_us(void)
+{
+    int us;
+
+    atomic_read_relaxed(&ids_slow_us, &us);
+    return us;
+}
+
 int
 gpu_service_fault_take(enum gpu_fault_target target)
 {
@@ -288,6 +300,21 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
+    if (!strcmp(argv[1], "ids-slow")) {
+        if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0) {
+            unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                        "ids-slow US");
+            return true;
+        }
+        char *msg = xasprintf("gpu_ids scans complete %d microseconds "
+                              "late", n);
+
+        atomic_store_relaxed(&ids_slow_us, n);
+        VLOG_INFO("test fault injected: %s", msg);
+        unixctl_command_reply(conn, msg);
+        free(msg);
+        return true;
+    }
     for (target = 0; target < GPU_FAULT_N_TARGETS; target++) {
         if (!strcmp(argv[1], names[target])) {
             break;

@@ -174,6 +174,13 @@ enum gpu_fault_target {
  * enough for every batch. */
 int gpu_service_fault_take(enum gpu_fault_target);
 
+/* Test only ("gpu/inject-fault ids-slow US", 0 to stop): a gpu_ids scan
+ * polled for is not done until US microseconds after it was started, as
+ * on a slow or busy device, so that the tests see drop-mode batches held
+ * on the CPU backend (whose scans are otherwise done at once).  A thread
+ * that must wait for a scan still gets it at once. */
+int gpu_service_ids_slow_us(void);
+
 /* True for the errors a device call fails with (a failed launch, device
  * memory full, an injected fault), which the CPU backend can recover
  * from. */

@@ -520,6 +520,7 @@ struct ids_gather {
     size_t n_dropping;              /* Entries of 'dropping' set. */
     long long int first_ms;         /* When its first packet came. */
     long long int first_held_us;    /* When its first held packet came. */
+    long long int submit_us;        /* When its scan was started. */
     uint64_t gen;                   /* Of its current filling. */
     bool in_flight;
     struct ids_gatherer *gt;        /* Its owner. */
@@ -640,6 +641,10 @@ ids_gather_finish(struct ids_gather *g, bool wait)
     if (!g->in_flight) {
         return true;
     }
+    if (!wait && OVS_UNLIKELY(gpu_service_ids_slow_us())
+        && time_usec() - g->submit_us < gpu_service_ids_slow_us()) {
+        return false;
+    }
     status = wait ? gpu_ids_wait(g->batch) : gpu_ids_poll(g->batch);
     if (status == GPU_ERR_BUSY && !wait) {
         return false;
@@ -686,6 +691,7 @@ ids_gather_submit(struct ids_gatherer *gt)
         return;
     }
     g->in_flight = true;
+    g->submit_us = time_usec();
     gt->filling = !gt->filling;
 }
 
@@ -899,8 +905,10 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     if (gt) {
         struct ids_gather *g = &gt->slots[gt->filling];
 
-        ids_gather_finish(&gt->slots[!gt->filling], false);
-        if (g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+        /* Not while the scan before is out: submitting would wait for it,
+         * and the thread must not wait for the device. */
+        if (ids_gather_finish(&gt->slots[!gt->filling], false)
+            && g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
             ids_gather_submit(gt);
         }
     }
