@@ -1079,8 +1079,8 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     if (!alert && packets) {
         struct ids_gatherer *gt = ids_gatherer_get(false);
 
-        if (gt && !ovs_list_is_empty(&gt->held)
-            && !(may_steal && next && emitter)) {
+        if (gt && emitter && !ovs_list_is_empty(&gt->held)
+            && !(may_steal && next)) {
             /* This batch cannot be held (below): it must not overtake the
              * thread's held packets, which may be of its flow. */
             ids_release_held(gt, emitter, true);
