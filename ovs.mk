@@ -151,6 +151,7 @@ check-install: ovs-build
 # name, from OVS's tests/ folder); TESTSUITEFLAGS is passed on (e.g. -j2).
 OVS_TESTS ?= ovs-gpu.at ovs-gpu-actions.at ovs-gpu-re.at ovs-gpu-fec.at \
 	ovs-gpu-index.at ovs-gpu-dpcls.at ovs-gpu-async.at ovs-gpu-faults.at \
+	ovs-gpu-hold.at \
 	dpif-netdev.at pmd.at
 # Each layer below leaves a record in results/ (tests/layer-result) for
 # scripts/test-summary.  Autotest keeps the folders of failed tests only,

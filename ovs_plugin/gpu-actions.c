@@ -254,6 +254,18 @@ gpu_service_args_split(const char *args, const char *const keys[],
 static atomic_int fault_count[GPU_FAULT_N_TARGETS];
 static atomic_int fault_error[GPU_FAULT_N_TARGETS];
 
+/* Test only ("gpu/inject-fault ids-slow US"): see gpu-actions.h. */
+static atomic_int ids_slow_us = 0;
+
+int
+gpu_service_ids_slow_us(void)
+{
+    int us;
+
+    atomic_read_relaxed(&ids_slow_us, &us);
+    return us;
+}
+
 int
 gpu_service_fault_take(enum gpu_fault_target target)
 {
@@ -288,6 +300,21 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
+    if (!strcmp(argv[1], "ids-slow")) {
+        if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0) {
+            unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                        "ids-slow US");
+            return true;
+        }
+        char *msg = xasprintf("gpu_ids scans complete %d microseconds "
+                              "late", n);
+
+        atomic_store_relaxed(&ids_slow_us, n);
+        VLOG_INFO("test fault injected: %s", msg);
+        unixctl_command_reply(conn, msg);
+        free(msg);
+        return true;
+    }
     for (target = 0; target < GPU_FAULT_N_TARGETS; target++) {
         if (!strcmp(argv[1], names[target])) {
             break;
@@ -320,6 +347,23 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
 }
 
 /* -------------------------------------------------------------- Backend. */
+
+static atomic_uint services_max_hold_us = 100;
+
+void
+gpu_services_set_max_hold_us(unsigned int us)
+{
+    atomic_store_relaxed(&services_max_hold_us, us);
+}
+
+unsigned int
+gpu_services_get_max_hold_us(void)
+{
+    unsigned int us;
+
+    atomic_read_relaxed(&services_max_hold_us, &us);
+    return us;
+}
 
 static atomic_bool services_cuda = false;
 static atomic_int services_device = -1;
@@ -386,7 +430,8 @@ staging_get(size_t size)
 static void
 gpu_actions_execute(enum gpu_service_type type, const char *args,
                     struct dp_packet_batch *batch, bool may_steal,
-                    const struct gpu_service_next *next)
+                    const struct gpu_service_next *next,
+                    const struct gpu_service_emitter *emitter)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     const struct gpu_service_impl *impl = gpu_actions_find(type);
@@ -444,7 +489,21 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     }
 
     uint64_t start_ns = monotonic_ns();
-    impl->run(args, &sb);
+    if (impl->hold) {
+        bool held = impl->hold(args, &sb, batch, may_steal, next, emitter);
+
+        if (held) {
+            /* The service counts what it drops once the verdicts are
+             * in. */
+            gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
+            gpu_counter_add(&total_batches, 1);
+            gpu_counter_add(&total_packets, sb.n);
+            gpu_counter_add(&total_bytes, total);
+            return;
+        }
+    } else {
+        impl->run(args, &sb);
+    }
     gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
 
     const size_t cnt = dp_packet_batch_size(batch);
@@ -480,6 +539,12 @@ gpu_actions_check(enum gpu_service_type type, const char *args)
 }
 
 void
+gpu_service_count_dropped(size_t n)
+{
+    gpu_counter_add(&total_dropped, n);
+}
+
+void
 gpu_service_get_totals(struct gpu_service_totals *t)
 {
     atomic_read_relaxed(&total_batches, &t->n_batches);
@@ -509,12 +574,24 @@ gpu_actions_wait(void)
     }
 }
 
+static void
+gpu_actions_poll(const struct gpu_service_emitter *emitter,
+                 enum gpu_service_poll_mode mode)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(services); i++) {
+        if (services[i]->poll) {
+            services[i]->poll(emitter, mode);
+        }
+    }
+}
+
 static const struct gpu_service_provider gpu_actions_provider = {
     .name = "ovs-gpu",
     .check = gpu_actions_check,
     .execute = gpu_actions_execute,
     .run = gpu_actions_run,
     .wait = gpu_actions_wait,
+    .poll = gpu_actions_poll,
 };
 
 OVS_CONSTRUCTOR(gpu_actions_register) {

@@ -88,6 +88,22 @@ struct gpu_service_impl {
      * be counted and logged by the service. */
     void (*run)(const char *args, struct gpu_service_batch *batch);
 
+    /* Optional, for a service whose verdicts take a device round trip
+     * (gpu_ids in drop mode): called instead of 'run', with the datapath
+     * batch and the rules of gpu-service.h's 'execute' too.  Returns true
+     * if it took the packets of 'batch' (left empty) to send them on
+     * later, oldest first, along a copy of 'next' from its 'poll', false
+     * if it did what 'run' does.  Before a batch it cannot hold goes on
+     * it sends what it holds through 'emitter', so that no packet
+     * overtakes an earlier one; it keeps gpu_service_n_held up to date
+     * for the calling thread. */
+    bool (*hold)(const char *args, struct gpu_service_batch *batch,
+                 struct dp_packet_batch *packets, bool may_steal,
+                 const struct gpu_service_next *next,
+                 const struct gpu_service_emitter *emitter);
+    void (*poll)(const struct gpu_service_emitter *emitter,
+                 enum gpu_service_poll_mode mode);
+
     /* Optional, instead of 'run': for services that add packets to the
      * flow or hold them back (fec_encode, fec_decode), the datapath batch
      * itself and the actions that follow ('next', or NULL), with the rules
@@ -158,6 +174,13 @@ enum gpu_fault_target {
  * enough for every batch. */
 int gpu_service_fault_take(enum gpu_fault_target);
 
+/* Test only ("gpu/inject-fault ids-slow US", 0 to stop): a gpu_ids scan
+ * polled for is not done until US microseconds after it was started, as
+ * on a slow or busy device, so that the tests see drop-mode batches held
+ * on the CPU backend (whose scans are otherwise done at once).  A thread
+ * that must wait for a scan still gets it at once. */
+int gpu_service_ids_slow_us(void);
+
 /* True for the errors a device call fails with (a failed launch, device
  * memory full, an injected fault), which the CPU backend can recover
  * from. */
@@ -176,6 +199,16 @@ bool gpu_service_inject_fault_cmd(struct unixctl_conn *, int argc,
 /* gpu_index's part of the above: its builds happen in the recorders'
  * threads, inside the library (gpu-index-service.c). */
 void gpu_index_service_inject_fault(int error, unsigned int n);
+
+/* How long a service may hold a batch to gather it with later ones,
+ * beyond the device round trip (other_config:gpu-max-hold-us, shared with
+ * the megaflow offload).  Set by the plugin. */
+void gpu_services_set_max_hold_us(unsigned int);
+unsigned int gpu_services_get_max_hold_us(void);
+
+/* Counts 'n' packets a service dropped after holding them, in the
+ * executor's totals. */
+void gpu_service_count_dropped(size_t n);
 
 /* Executor totals, for gpu/show. */
 struct gpu_service_totals {

@@ -1633,7 +1633,7 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     } else {
         unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
                                     "dpcls-nomem, dpcls-slow, ids, re, "
-                                    "fec or index)");
+                                    "fec, index or ids-slow)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1665,7 +1665,8 @@ gpu_dpcls_init(void)
                              gpu_dpcls_stats_clear_cmd, NULL);
     unixctl_command_register("gpu/inject-fault",
                              "dpcls|dpcls-nomem|dpcls-slow N | "
-                             "ids|re|fec|index launch|nomem N", 2, 3,
+                             "ids|re|fec|index launch|nomem N | "
+                             "ids-slow US", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

@@ -38,6 +38,8 @@
 #include "cmap.h"
 #include "hash.h"
 #include "dp-packet.h"
+#include "flow.h"
+#include "openvswitch/list.h"
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/poll-loop.h"
 #include "openvswitch/shash.h"
@@ -81,7 +83,10 @@ struct ids_ruleset {
     atomic_uint64_t n_errors;   /* Batches that failed: packets passed. */
     atomic_uint64_t n_faults;   /* Device calls failed: scanned on CPU. */
     atomic_uint64_t n_not_ip;   /* Packets with nothing to scan. */
-    atomic_uint64_t n_gathered; /* Alert mode: gathered, not scanned yet. */
+    atomic_uint64_t n_gathered; /* Gathered, not scanned yet. */
+    atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
+    atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
+                                 * held, scanned at once. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -412,12 +417,14 @@ ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
               dst, a->dport, dropped ? "dropped" : "alert");
 }
 
-/* Counts one scanned run of packets and logs its alerts. */
+/* Counts one scanned run of packets and logs its alerts.  A matching
+ * packet is dropped if 'out' is nonnull (where its verdict is set) or if
+ * 'dropping' says so (held packets, whose verdicts are applied later). */
 static void
 ids_account(struct ids_ruleset *r, size_t n,
             const struct ids_alert_info *info,
             const struct gpu_ids_verdict *verdicts, uint64_t n_bytes,
-            enum gpu_service_verdict *out)
+            const bool *dropping, enum gpu_service_verdict *out)
 {
     uint64_t n_not_ip = 0, n_matched = 0, n_dropped = 0;
 
@@ -430,11 +437,12 @@ ids_account(struct ids_ruleset *r, size_t n,
             continue;
         }
         n_matched++;
+        bool drop = out || (dropping && dropping[i]);
         if (out) {
             out[i] = GPU_SERVICE_DROP;
-            n_dropped++;
         }
-        ids_log_alert(r, &info[i], &verdicts[i], out != NULL);
+        n_dropped += drop;
+        ids_log_alert(r, &info[i], &verdicts[i], drop);
     }
     gpu_counter_add(&r->n_packets, n - n_not_ip);
     gpu_counter_add(&r->n_bytes, n_bytes);
@@ -444,18 +452,55 @@ ids_account(struct ids_ruleset *r, size_t n,
     gpu_counter_add(&r->n_alerts, n_matched - n_dropped);
 }
 
-/* Alert mode does not need a packet's verdict before the packet goes on,
- * so each thread gathers the payloads of many datapath batches and scans
+/* Each thread gathers the payloads of many datapath batches and scans
  * them in one call while the next ones gather.  The GPU needs thousands
  * of packets per call to pay for its round trip (about 250 us for a
  * 32-packet batch on the H100, against ~1 ms for 4,096 packets); the CPU
- * backend loses nothing by it.  Alerts are logged and counted when the
- * scan completes, at most about IDS_GATHER_MAX_MS after the packet went
- * on (the PMD loop's timer hook submits what is gathered when it is that
- * old, also when traffic stops).  Drop mode stays one call per batch. */
+ * backend loses nothing by it.
+ *
+ * Alert mode does not need a packet's verdict before the packet goes on:
+ * alerts are logged and counted when the scan completes, at most about
+ * IDS_GATHER_MAX_MS after the packet went on (the PMD loop's timer hook
+ * submits what is gathered when it is that old, also when traffic
+ * stops).
+ *
+ * Drop mode does: it holds each datapath batch (struct ids_held, in the
+ * thread's FIFO, with a copy of the actions that follow gpu_ids and of
+ * the flow) until the scan of the gather its payloads went to is done,
+ * then, from the PMD loop's per-iteration 'poll' hook, deletes the
+ * matching packets and sends the rest on along the saved actions, oldest
+ * batch first, so packets keep their order.  A gather with held packets
+ * is submitted as soon as the scan before it is done and its oldest
+ * packet waited gpu-max-hold-us, or the thread received nothing (no more
+ * packets to gather with), or it is nearly full; so a held packet waits
+ * at most about gpu-max-hold-us plus two scans, and the PMD thread waits
+ * for the device only when both gathers are full, or when it reloads or
+ * exits.  A batch that cannot be held (the caller keeps its packets, or
+ * gpu_ids is nested in clone or sample, where the datapath does not say
+ * what follows) first sends on everything the thread holds, waiting for
+ * it, then is scanned at once, and is counted. */
 #define IDS_GATHER_PACKETS 4096
 #define IDS_GATHER_BYTES (4u << 20)
 #define IDS_GATHER_MAX_MS 2
+
+/* A datapath batch held in drop mode until its verdicts are in. */
+struct ids_held {
+    struct ovs_list node;           /* In struct ids_gatherer's 'held'. */
+    struct dp_packet_batch packets; /* Taken from the datapath, in order. */
+    uint64_t gen;                   /* The gather its payloads are in... */
+    size_t first;                   /* ...from this packet on. */
+    bool ready;                     /* Scanned: 'drop' is valid. */
+    uint32_t drop;                  /* Bit i: packet i matched a rule. */
+
+    /* Where the packets go on: copies of what 'execute' was told, since
+     * the flow's actions may change, and the flow go, meanwhile. */
+    const void *dp;
+    struct nlattr *actions;
+    size_t actions_len;
+    bool has_flow;
+    struct flow flow;
+};
+BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
 struct ids_gather {
     struct ids_ruleset *r;          /* Referenced, or NULL. */
@@ -470,15 +515,27 @@ struct ids_gather {
     struct gpu_ids_verdict *verdicts;   /* IDS_GATHER_PACKETS. */
 
     struct ids_alert_info info[IDS_GATHER_PACKETS];
+    bool dropping[IDS_GATHER_PACKETS];  /* Held: matched means dropped. */
     size_t n;
+    size_t n_dropping;              /* Entries of 'dropping' set. */
     long long int first_ms;         /* When its first packet came. */
+    long long int first_held_us;    /* When its first held packet came. */
+    long long int submit_us;        /* When its scan was started. */
+    uint64_t gen;                   /* Of its current filling. */
     bool in_flight;
+    struct ids_gatherer *gt;        /* Its owner. */
 };
 
 /* A thread's gathers: one filling while the other is scanned. */
 struct ids_gatherer {
     struct ids_gather slots[2];
     int filling;
+    uint64_t gen;                   /* The last gather's 'gen'. */
+
+    /* Drop mode's held batches, oldest first.  Their gathers are scanned
+     * in the order they were filled, so they become ready in order. */
+    struct ovs_list held;
+    bool releasing;                 /* In ids_release_held(). */
 };
 
 static pthread_once_t gatherer_once = PTHREAD_ONCE_INIT;
@@ -508,6 +565,34 @@ ids_match_on_cpu(struct ids_ruleset *r, int why, const uint8_t *data,
     return gpu_ids_match(cpu, data, offsets, hdrs, n, verdicts);
 }
 
+/* Gives the held batches whose payloads are in 'g' their verdicts, if
+ * 'scanned' (else they all pass, as in a failed synchronous scan). */
+static void
+ids_gather_set_ready(struct ids_gather *g, bool scanned)
+{
+    struct ids_held *h;
+
+    if (!g->n_dropping) {
+        return;
+    }
+    LIST_FOR_EACH (h, node, &g->gt->held) {
+        if (h->gen > g->gen) {
+            break;
+        } else if (h->gen < g->gen) {
+            continue;
+        }
+        h->ready = true;
+        h->drop = 0;
+        for (size_t i = 0; scanned && i < h->packets.count; i++) {
+            size_t j = h->first + i;
+
+            if (g->info[j].is_ip && g->verdicts[j].n_matches) {
+                h->drop |= UINT32_C(1) << i;
+            }
+        }
+    }
+}
+
 /* Counts and logs a scan of 'g' that could not be done: its packets
  * went on unscanned. */
 static void
@@ -520,7 +605,9 @@ ids_gather_failed(struct ids_gather *g, int status)
     VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
                  " gathered packets passed unscanned", g->r->name,
                  gpu_status_string(status), g->n);
+    ids_gather_set_ready(g, false);
     g->n = 0;
+    g->n_dropping = 0;
 }
 
 /* Completes 'g''s scan, whose device call ended with 'status'. */
@@ -537,8 +624,10 @@ ids_gather_complete(struct ids_gather *g, int status)
     } else {
         gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
         ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
-                    NULL);
+                    g->n_dropping ? g->dropping : NULL, NULL);
+        ids_gather_set_ready(g, true);
         g->n = 0;
+        g->n_dropping = 0;
     }
 }
 
@@ -551,6 +640,10 @@ ids_gather_finish(struct ids_gather *g, bool wait)
 
     if (!g->in_flight) {
         return true;
+    }
+    if (!wait && OVS_UNLIKELY(gpu_service_ids_slow_us())
+        && time_usec() - g->submit_us < gpu_service_ids_slow_us()) {
+        return false;
     }
     status = wait ? gpu_ids_wait(g->batch) : gpu_ids_poll(g->batch);
     if (status == GPU_ERR_BUSY && !wait) {
@@ -598,6 +691,7 @@ ids_gather_submit(struct ids_gatherer *gt)
         return;
     }
     g->in_flight = true;
+    g->submit_us = time_usec();
     gt->filling = !gt->filling;
 }
 
@@ -616,9 +710,19 @@ ids_gatherer_free(struct ids_gatherer *gt)
 }
 
 static void
+ids_held_free(struct ids_held *h)
+{
+    free(h->actions);
+    free(h);
+}
+
+static void
 ids_gatherer_destroy(void *gt_)
 {
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct ids_gatherer *gt = gt_;
+    struct ids_held *h;
+    size_t n_lost = 0;
 
     /* The thread is exiting: scan what it gathered, so that every packet
      * that passed is counted. */
@@ -630,6 +734,18 @@ ids_gatherer_destroy(void *gt_)
         if (g->r) {
             ids_gather_unbind(g);
         }
+    }
+    /* A datapath thread sends on what it holds before it exits (the 'poll'
+     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left; with
+     * no emitter here, what is left cannot go on. */
+    LIST_FOR_EACH_POP (h, node, &gt->held) {
+        n_lost += h->packets.count;
+        dp_packet_delete_batch(&h->packets, true);
+        ids_held_free(h);
+    }
+    if (n_lost) {
+        VLOG_WARN_RL(&rl, "gpu_ids: thread exited with %"PRIuSIZE" held "
+                     "packets; dropped", n_lost);
     }
     ids_gatherer_free(gt);
 }
@@ -649,9 +765,11 @@ ids_gatherer_get(bool create)
     gt = pthread_getspecific(gatherer_key);
     if (!gt && create) {
         gt = xzalloc(sizeof *gt);
+        ovs_list_init(&gt->held);
         for (int i = 0; i < 2; i++) {
             struct ids_gather *g = &gt->slots[i];
 
+            g->gt = gt;
             g->data = gpu_host_alloc(IDS_GATHER_BYTES);
             g->offsets = gpu_host_alloc((IDS_GATHER_PACKETS + 1)
                                         * sizeof *g->offsets);
@@ -703,11 +821,31 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
     return true;
 }
 
-/* Gathers 'b' for 'r' (alert mode).  Returns false if it could not, and
- * the caller scans 'b' at once. */
+/* True if the filling gather 'g' should be scanned now: it is nearly
+ * full, or its oldest alert-mode packet waited IDS_GATHER_MAX_MS, or it
+ * holds drop-mode packets and its oldest waited gpu-max-hold-us or
+ * 'idle' says no more packets are coming to gather with. */
+static bool
+ids_gather_due(const struct ids_gather *g, bool idle)
+{
+    if (!g->n) {
+        return false;
+    }
+    if (g->n > IDS_GATHER_PACKETS - NETDEV_MAX_BURST
+        || time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+        return true;
+    }
+    return g->n_dropping
+           && (idle || time_usec() - g->first_held_us
+                       >= gpu_services_get_max_hold_us());
+}
+
+/* Gathers 'b' for 'r': in alert mode with 'h' NULL, else as the held
+ * batch 'h', which this puts in the thread's FIFO.  Returns false if it
+ * could not, and the caller scans 'b' at once. */
 static bool
 ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
-           const struct gpu_ids_pkt_hdr *hdrs)
+           const struct gpu_ids_pkt_hdr *hdrs, struct ids_held *h)
 {
     struct ids_gatherer *gt = ids_gatherer_get(true);
     struct ids_gather *g;
@@ -723,6 +861,17 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
     if (!g->n) {
         g->first_ms = time_msec();
         g->offsets[0] = 0;
+        g->gen = ++gt->gen;
+    }
+    if (h) {
+        if (!g->n_dropping) {
+            g->first_held_us = time_usec();
+        }
+        h->gen = g->gen;
+        h->first = g->n;
+        ovs_list_push_back(&gt->held, &h->node);
+        (*gpu_service_n_held_get())++;
+        g->n_dropping += b->n;
     }
     memcpy(g->data + g->offsets[g->n], b->data + b->offsets[0],
            b->offsets[b->n] - b->offsets[0]);
@@ -730,12 +879,16 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
         g->offsets[g->n + i + 1] = g->offsets[g->n]
                                    + (b->offsets[i + 1] - b->offsets[0]);
         g->hdrs[g->n + i] = hdrs[i];
+        g->dropping[g->n + i] = h != NULL;
         ids_alert_info_init(&g->info[g->n + i], &b->pkts[i]);
     }
     g->n += b->n;
     gpu_counter_add(&r->n_gathered, b->n);
-    if (g->n > IDS_GATHER_PACKETS - NETDEV_MAX_BURST
-        || time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+    if (ids_gather_due(g, false)
+        && (!g->n_dropping
+            || ids_gather_finish(&gt->slots[!gt->filling], false))) {
+        /* Held packets wait for the scan before them rather than make the
+         * thread wait, unless the gather is full. */
         ids_gather_submit(gt);
     }
     return true;
@@ -752,8 +905,10 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     if (gt) {
         struct ids_gather *g = &gt->slots[gt->filling];
 
-        ids_gather_finish(&gt->slots[!gt->filling], false);
-        if (g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+        /* Not while the scan before is out: submitting would wait for it,
+         * and the thread must not wait for the device. */
+        if (ids_gather_finish(&gt->slots[!gt->filling], false)
+            && g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
             ids_gather_submit(gt);
         }
     }
@@ -770,8 +925,136 @@ ids_timers_wait(void)
     }
 }
 
+/* Deletes the packets of ready batch 'h' that matched, counting them, and
+ * sends the others on along its saved actions through 'emitter'. */
 static void
-ids_run(const char *args, struct gpu_service_batch *b)
+ids_held_send(struct ids_held *h, const struct gpu_service_emitter *emitter)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    const size_t cnt = dp_packet_batch_size(&h->packets);
+    struct dp_packet *packet;
+    size_t n_dropped = 0;
+    size_t i;
+
+    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, &h->packets) {
+        if (h->drop & (UINT32_C(1) << i)) {
+            dp_packet_delete(packet);
+            n_dropped++;
+        } else {
+            dp_packet_batch_refill(&h->packets, packet, i);
+        }
+    }
+    gpu_service_count_dropped(n_dropped);
+    if (dp_packet_batch_is_empty(&h->packets)) {
+        /* Nothing to send. */
+    } else if (h->dp == emitter->dp) {
+        struct gpu_service_next next = {
+            .dp = h->dp,
+            .actions = h->actions,
+            .actions_len = h->actions_len,
+            .flow = h->has_flow ? &h->flow : NULL,
+        };
+
+        emitter->execute(emitter, &h->packets, &next);
+    } else {
+        /* A datapath thread serves one datapath, and the main thread sends
+         * on all it holds before it leaves a datapath's dpif_netdev_run(),
+         * so this should not happen; another datapath's port numbers would
+         * mean other ports. */
+        VLOG_WARN_RL(&rl, "gpu_ids: %"PRIuSIZE" held packets belong to "
+                     "another datapath; dropped",
+                     dp_packet_batch_size(&h->packets));
+        dp_packet_delete_batch(&h->packets, true);
+    }
+    ids_held_free(h);
+}
+
+/* Sends on the thread's held batches whose verdicts are in, oldest first,
+ * through 'emitter'; with 'wait', all of them, scanning what is gathered
+ * and waiting for the scans. */
+static void
+ids_release_held(struct ids_gatherer *gt,
+                 const struct gpu_service_emitter *emitter, bool wait)
+{
+    if (gt->releasing) {
+        /* Called from the actions of a batch being sent on (a gpu_ids that
+         * cannot hold, further on): the outer call sends the rest. */
+        return;
+    }
+    gt->releasing = true;
+    while (!ovs_list_is_empty(&gt->held)) {
+        struct ids_held *h = CONTAINER_OF(ovs_list_front(&gt->held),
+                                          struct ids_held, node);
+
+        if (!h->ready && wait) {
+            /* Its payloads are in the gather being scanned or in the one
+             * filling: finish the first, then scan the second. */
+            ids_gather_finish(&gt->slots[!gt->filling], true);
+            if (!h->ready) {
+                ids_gather_submit(gt);
+                ids_gather_finish(&gt->slots[!gt->filling], true);
+            }
+        }
+        if (!h->ready) {
+            break;
+        }
+        ovs_list_remove(&h->node);
+        (*gpu_service_n_held_get())--;
+        /* The actions may hold packets again (another gpu_ids), at the
+         * back of the FIFO: they are sent on in turn. */
+        ids_held_send(h, emitter);
+    }
+    gt->releasing = false;
+}
+
+/* The datapath's per-iteration hook, while the thread holds batches:
+ * completes the scan in flight without waiting, starts the next one when
+ * it is due, and sends on what is ready. */
+static void
+ids_poll(const struct gpu_service_emitter *emitter,
+         enum gpu_service_poll_mode mode)
+{
+    struct ids_gatherer *gt = ids_gatherer_get(false);
+
+    if (!gt) {
+        return;
+    }
+    if (ids_gather_finish(&gt->slots[!gt->filling], false)
+        && ids_gather_due(&gt->slots[gt->filling],
+                          mode != GPU_SERVICE_POLL_BUSY)) {
+        ids_gather_submit(gt);
+    }
+    ids_release_held(gt, emitter, mode == GPU_SERVICE_POLL_FINISH);
+}
+
+/* Makes a held batch of 'packets', to go on along 'next'. */
+static struct ids_held *
+ids_held_create(const struct dp_packet_batch *packets,
+                const struct gpu_service_next *next)
+{
+    struct ids_held *h = xmalloc(sizeof *h);
+
+    h->packets = *packets;
+    h->ready = false;
+    h->drop = 0;
+    h->dp = next->dp;
+    h->actions = next->actions_len
+                 ? xmemdup(next->actions, next->actions_len) : NULL;
+    h->actions_len = next->actions_len;
+    h->has_flow = next->flow != NULL;
+    if (next->flow) {
+        h->flow = *next->flow;
+    }
+    return h;
+}
+
+/* Scans 'b' for gpu_ids(args), from 'run' ('packets' NULL) or 'hold'
+ * (see struct gpu_service_impl).  Returns true if it held 'packets'. */
+static bool
+ids_scan(const char *args, struct gpu_service_batch *b,
+         struct dp_packet_batch *packets, bool may_steal,
+         const struct gpu_service_next *next,
+         const struct gpu_service_emitter *emitter)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     const char *values[ARRAY_SIZE(ids_keys)];
@@ -790,15 +1073,25 @@ ids_run(const char *args, struct gpu_service_batch *b)
         VLOG_WARN_RL(&rl, "gpu_ids(%s): %s; packets pass", args,
                      error ? error : "no ruleset");
         free(error);
-        return;
+        return false;
     }
     alert = values[IDS_KEY_ALERT] != NULL;
+    if (!alert && packets) {
+        struct ids_gatherer *gt = ids_gatherer_get(false);
+
+        if (gt && emitter && !ovs_list_is_empty(&gt->held)
+            && !(may_steal && next)) {
+            /* This batch cannot be held (below): it must not overtake the
+             * thread's held packets, which may be of its flow. */
+            ids_release_held(gt, emitter, true);
+        }
+    }
     r = ids_ruleset_find(values[IDS_KEY_RULESET]);
     if (!r) {
         gpu_counter_add(&n_unscanned, b->n);
         VLOG_WARN_RL(&rl, "gpu_ids: ruleset %s is not loaded; packets pass "
                      "unscanned", values[IDS_KEY_RULESET]);
-        return;
+        return false;
     }
 
     for (size_t i = 0; i < b->n; i++) {
@@ -809,8 +1102,30 @@ ids_run(const char *args, struct gpu_service_batch *b)
         hdrs[i].sport = p->sport;
         hdrs[i].dport = p->dport;
     }
-    if (alert && ids_gather(r, b, hdrs)) {
-        return;
+    if (alert && ids_gather(r, b, hdrs, NULL)) {
+        return false;
+    }
+    if (!alert && packets) {
+        if (may_steal && next && emitter && b->n) {
+            struct ids_held *h = ids_held_create(packets, next);
+
+            if (ids_gather(r, b, hdrs, h)) {
+                /* The packets are the held batch's now. */
+                dp_packet_batch_init(packets);
+                gpu_counter_add(&r->n_held, 1);
+                return true;
+            }
+            ids_held_free(h);
+        }
+        /* Nested in clone or sample, or the caller keeps the packets, or
+         * no memory to gather: scanned at once, after what the thread
+         * held went on (above, or nothing was held if gathering failed
+         * here: a failed gather holds nothing). */
+        gpu_counter_add(&r->n_not_held, 1);
+        struct ids_gatherer *gt = ids_gatherer_get(false);
+        if (gt && emitter && !ovs_list_is_empty(&gt->held)) {
+            ids_release_held(gt, emitter, true);
+        }
     }
     status = gpu_service_fault_take(GPU_FAULT_IDS);
     if (!status) {
@@ -826,7 +1141,7 @@ ids_run(const char *args, struct gpu_service_batch *b)
         VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
                      " packets pass", r->name, gpu_status_string(status),
                      b->n);
-        return;
+        return false;
     }
     for (size_t i = 0; i < b->n; i++) {
         /* Only an alert line needs more than 'is_ip'. */
@@ -836,8 +1151,15 @@ ids_run(const char *args, struct gpu_service_batch *b)
             info[i].is_ip = b->pkts[i].is_ip;
         }
     }
-    ids_account(r, b->n, info, verdicts, b->offsets[b->n],
+    ids_account(r, b->n, info, verdicts, b->offsets[b->n], NULL,
                 alert ? NULL : b->verdicts);
+    return false;
+}
+
+static void
+ids_run(const char *args, struct gpu_service_batch *b)
+{
+    ids_scan(args, b, NULL, false, NULL, NULL);
 }
 
 const struct gpu_service_impl gpu_ids_service_impl = {
@@ -845,6 +1167,8 @@ const struct gpu_service_impl gpu_ids_service_impl = {
     .stage_payloads = true,
     .check = ids_check,
     .run = ids_run,
+    .hold = ids_scan,
+    .poll = ids_poll,
     .timers_run = ids_timers_run,
     .timers_wait = ids_timers_wait,
 };
@@ -896,9 +1220,13 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   read_counter(&r->n_dropped), read_counter(&r->n_alerts));
     uint64_t n_gathered = read_counter(&r->n_gathered);
     if (n_gathered) {
-        ds_put_format(s, "  gathered for the next scan (alert mode): %"
-                      PRIu64"\n", n_gathered);
+        ds_put_format(s, "  gathered for the next scan: %"PRIu64"\n",
+                      n_gathered);
     }
+    ds_put_format(s, "  drop mode: %"PRIu64" batches held for their "
+                  "verdicts, %"PRIu64" scanned at once (could not be "
+                  "held)\n", read_counter(&r->n_held),
+                  read_counter(&r->n_not_held));
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
     ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "

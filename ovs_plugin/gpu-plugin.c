@@ -279,6 +279,7 @@ gpu_plugin_publish(void)
     gpu_dpcls_set_policy(&policy);
     gpu_services_set_backend(backend.cuda,
                              backend.cuda ? backend.info.index : -1);
+    gpu_services_set_max_hold_us(config.max_hold_us);
 }
 
 /* Applies 'other_config' (NULL at start-up, when only the forced defaults
