@@ -62,7 +62,10 @@
  * copied only when they change, so a batch pays a compare) and the hook
  * executes the parity along them through the datapath's emitter, with
  * whatever else waits (parity beyond a full batch), as if it had come out
- * of the action.  Where the datapath gave no next actions (the action was
+ * of the action.  Under load every batch is full and the timer would come
+ * too late, so parity beyond a full batch also leaves the same way from
+ * the datapath's per-iteration 'poll' of the thread that coded it (see
+ * fec_poll()).  Where the datapath gave no next actions (the action was
  * nested in clone, sample or check_pkt_larger) or they belong to another
  * datapath than the hook's thread, the parity waits for the flow's next
  * packet, as before, and gpu-fec/show counts it. */
