@@ -62,7 +62,10 @@
  * copied only when they change, so a batch pays a compare) and the hook
  * executes the parity along them through the datapath's emitter, with
  * whatever else waits (parity beyond a full batch), as if it had come out
- * of the action.  Where the datapath gave no next actions (the action was
+ * of the action.  Under load every batch is full and the timer would come
+ * too late, so parity beyond a full batch also leaves the same way from
+ * the datapath's per-iteration 'poll' of the thread that coded it (see
+ * fec_poll()).  Where the datapath gave no next actions (the action was
  * nested in clone, sample or check_pkt_larger) or they belong to another
  * datapath than the hook's thread, the parity waits for the flow's next
  * packet, as before, and gpu-fec/show counts it. */
@@ -1094,6 +1097,26 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
 
 /* ------------------------------------------------------------ Executor. */
 
+/* Under load every batch is full, so an encoder's parity waits in the
+ * instance, and the timer (every ~1024 PMD iterations) comes too late:
+ * beyond FEC_MAX_PENDING waiting packets the oldest are dropped.  So a
+ * thread that leaves parity waiting adds one to its gpu_service_n_held,
+ * which gpu_ids shares (each adds and takes back its own), and the PMD
+ * loop calls fec_poll() on its next iteration.  'fec_poll_armed' says
+ * whether the thread added its one, however many instances wait. */
+DEFINE_STATIC_PER_THREAD_DATA(bool, fec_poll_armed, false);
+
+static void
+fec_poll_arm(void)
+{
+    bool *armed = fec_poll_armed_get();
+
+    if (!*armed) {
+        *armed = true;
+        (*gpu_service_n_held_get())++;
+    }
+}
+
 static void
 fec_execute(const char *args, struct dp_packet_batch *batch,
             bool may_steal, const struct gpu_service_next *next,
@@ -1101,6 +1124,7 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct fec_inst *inst = fec_inst_find(args, encoder);
+    bool arm_poll = false;
     struct fec_out out;
 
     if (!inst) {
@@ -1117,10 +1141,16 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     if (encoder) {
         fec_encode_save_next(inst, next);
         fec_encode_batch(inst, batch, &out, time_usec());
+        /* Parity that did not fit goes out from this thread's poll, if
+         * next actions are known to send it along. */
+        arm_poll = inst->n_pending && inst->has_next;
     } else {
         fec_decode_batch(inst, batch, &out, time_usec());
     }
     ovs_mutex_unlock(&inst->mutex);
+    if (arm_poll) {
+        fec_poll_arm();
+    }
 
     /* 'out' holds what passes, in order, within the batch's capacity. */
     batch->count = 0;
@@ -1144,14 +1174,13 @@ fec_decode_execute(const char *args, struct dp_packet_batch *batch,
     fec_execute(args, batch, may_steal, next, false);
 }
 
-/* The encoder's timer, with 'inst''s mutex held, which it releases: closes
- * a timed-out group and sends what waits (its parity first of all) along
- * the saved next actions, if 'emitter' can execute them.  The mutex is
- * released first, since those actions may lead to this or another
- * service instance. */
+/* With 'inst''s mutex held, which it releases: sends what waits along the
+ * saved next actions, if 'emitter' can execute them (they belong to its
+ * datapath), else leaves it waiting.  The mutex is released first, since
+ * those actions may lead to this or another service instance. */
 static void
-fec_encode_timer(struct fec_inst *inst,
-                 const struct gpu_service_emitter *emitter, long long int now)
+fec_encode_send_pending(struct fec_inst *inst,
+                        const struct gpu_service_emitter *emitter)
     OVS_RELEASES(inst->mutex)
 {
     bool can_send = inst->has_next && inst->next_dp == emitter->dp;
@@ -1160,15 +1189,6 @@ fec_encode_timer(struct fec_inst *inst,
     struct flow *flow = NULL;
     size_t n = 0;
 
-    if (!can_send) {
-        /* Another datapath's actions (this thread cannot run them) are
-         * forgotten, so that packets do not keep the timer due. */
-        inst->has_next = false;
-        if (inst->n && now - inst->start_us >= inst->timeout_us) {
-            inst->n_timeouts_held++;
-        }
-    }
-    fec_encode_expire(inst, NULL, now);
     if (can_send && inst->n_pending) {
         n = inst->n_pending;
         pkts = xmemdup(inst->pending, n * sizeof *pkts);
@@ -1199,6 +1219,71 @@ fec_encode_timer(struct fec_inst *inst,
         free(pkts);
         free(CONST_CAST(struct nlattr *, next.actions));
         free(flow);
+    }
+}
+
+/* The encoder's timer, with 'inst''s mutex held, which it releases: closes
+ * a timed-out group and sends what waits (its parity first of all) along
+ * the saved next actions, if 'emitter' can execute them. */
+static void
+fec_encode_timer(struct fec_inst *inst,
+                 const struct gpu_service_emitter *emitter, long long int now)
+    OVS_RELEASES(inst->mutex)
+{
+    if (!inst->has_next || inst->next_dp != emitter->dp) {
+        /* Another datapath's actions (this thread cannot run them) are
+         * forgotten, so that packets do not keep the timer due. */
+        inst->has_next = false;
+        if (inst->n && now - inst->start_us >= inst->timeout_us) {
+            inst->n_timeouts_held++;
+        }
+    }
+    fec_encode_expire(inst, NULL, now);
+    fec_encode_send_pending(inst, emitter);
+}
+
+/* The PMD loop's per-iteration hook (the main thread's too, at the end of
+ * dpif_netdev_run()), while the thread's gpu_service_n_held is nonzero:
+ * sends what waits in the encoders along their saved next actions, where
+ * they belong to the emitter's datapath, as the timer does, behind the
+ * data of its group, which left with its batch. */
+static void
+fec_poll(const struct gpu_service_emitter *emitter,
+         enum gpu_service_poll_mode mode OVS_UNUSED)
+{
+    bool *armed = fec_poll_armed_get();
+    bool retry = false;
+    struct fec_inst *inst;
+
+    if (!*armed) {
+        /* Called for gpu_ids's held batches: nothing of ours waits. */
+        return;
+    }
+    /* Given back first: the actions run below may leave parity waiting
+     * again (a later fec_encode) and count this thread in anew. */
+    *armed = false;
+    (*gpu_service_n_held_get())--;
+
+    CMAP_FOR_EACH (inst, node, &instances) {
+        long long int deadline;
+
+        /* An encoder's deadline is 0 exactly when packets wait that saved
+         * next actions can send: the others cost no lock. */
+        atomic_read_relaxed(&inst->deadline_us, &deadline);
+        if (!inst->encoder || deadline) {
+            continue;
+        }
+        if (ovs_mutex_trylock(&inst->mutex)) {
+            /* Another thread codes a batch (and will flush what waits
+             * into it, or count itself in) or sends: look again on the
+             * next iteration rather than wait for it. */
+            retry = true;
+            continue;
+        }
+        fec_encode_send_pending(inst, emitter);
+    }
+    if (retry) {
+        fec_poll_arm();
     }
 }
 
@@ -1252,6 +1337,7 @@ const struct gpu_service_impl gpu_fec_encode_service_impl = {
     .execute = fec_encode_execute,
     .timers_run = fec_timers_run,
     .timers_wait = fec_timers_wait,
+    .poll = fec_poll,
 };
 
 /* One instance table for both: the encoder's entry runs the timers. */
