@@ -490,17 +490,9 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
 
     uint64_t start_ns = monotonic_ns();
     if (impl->hold) {
-        bool held = impl->hold(args, &sb, batch, may_steal, next, emitter);
-
-        if (held) {
-            /* The service counts what it drops once the verdicts are
-             * in. */
-            gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
-            gpu_counter_add(&total_batches, 1);
-            gpu_counter_add(&total_packets, sb.n);
-            gpu_counter_add(&total_bytes, total);
-            return;
-        }
+        /* A batch it holds is left empty, so nothing below drops from
+         * it: the service counts its drops once the verdicts are in. */
+        impl->hold(args, &sb, batch, may_steal, next, emitter);
     } else {
         impl->run(args, &sb);
     }

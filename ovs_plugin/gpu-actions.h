@@ -90,14 +90,14 @@ struct gpu_service_impl {
 
     /* Optional, for a service whose verdicts take a device round trip
      * (gpu_ids in drop mode): called instead of 'run', with the datapath
-     * batch and the rules of gpu-service.h's 'execute' too.  Returns true
-     * if it took the packets of 'batch' (left empty) to send them on
-     * later, oldest first, along a copy of 'next' from its 'poll', false
-     * if it did what 'run' does.  Before a batch it cannot hold goes on
-     * it sends what it holds through 'emitter', so that no packet
-     * overtakes an earlier one; it keeps gpu_service_n_held up to date
-     * for the calling thread. */
-    bool (*hold)(const char *args, struct gpu_service_batch *batch,
+     * batch and the rules of gpu-service.h's 'execute' too.  Either it
+     * takes the packets of 'packets' (leaving it empty) to send them on
+     * later, oldest first, along a copy of 'next' from its 'poll', or it
+     * does what 'run' does.  Before a batch it cannot hold goes on it
+     * sends what it holds through 'emitter', so that no packet overtakes
+     * an earlier one; it keeps gpu_service_n_held up to date for the
+     * calling thread. */
+    void (*hold)(const char *args, struct gpu_service_batch *batch,
                  struct dp_packet_batch *packets, bool may_steal,
                  const struct gpu_service_next *next,
                  const struct gpu_service_emitter *emitter);

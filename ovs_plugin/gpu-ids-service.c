@@ -1048,9 +1048,10 @@ ids_held_create(const struct dp_packet_batch *packets,
     return h;
 }
 
-/* Scans 'b' for gpu_ids(args), from 'run' ('packets' NULL) or 'hold'
- * (see struct gpu_service_impl).  Returns true if it held 'packets'. */
-static bool
+/* Scans 'b' for gpu_ids(args): the 'hold' of struct gpu_service_impl
+ * ('packets' is the datapath batch 'b' was staged from).  Alert mode and
+ * the batches drop mode cannot hold are scanned as 'run' would. */
+static void
 ids_scan(const char *args, struct gpu_service_batch *b,
          struct dp_packet_batch *packets, bool may_steal,
          const struct gpu_service_next *next,
@@ -1073,10 +1074,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         VLOG_WARN_RL(&rl, "gpu_ids(%s): %s; packets pass", args,
                      error ? error : "no ruleset");
         free(error);
-        return false;
+        return;
     }
     alert = values[IDS_KEY_ALERT] != NULL;
-    if (!alert && packets) {
+    if (!alert) {
         struct ids_gatherer *gt = ids_gatherer_get(false);
 
         if (gt && emitter && !ovs_list_is_empty(&gt->held)
@@ -1091,7 +1092,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         gpu_counter_add(&n_unscanned, b->n);
         VLOG_WARN_RL(&rl, "gpu_ids: ruleset %s is not loaded; packets pass "
                      "unscanned", values[IDS_KEY_RULESET]);
-        return false;
+        return;
     }
 
     for (size_t i = 0; i < b->n; i++) {
@@ -1103,9 +1104,9 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         hdrs[i].dport = p->dport;
     }
     if (alert && ids_gather(r, b, hdrs, NULL)) {
-        return false;
+        return;
     }
-    if (!alert && packets) {
+    if (!alert) {
         if (may_steal && next && emitter && b->n) {
             struct ids_held *h = ids_held_create(packets, next);
 
@@ -1113,7 +1114,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
                 /* The packets are the held batch's now. */
                 dp_packet_batch_init(packets);
                 gpu_counter_add(&r->n_held, 1);
-                return true;
+                return;
             }
             ids_held_free(h);
         }
@@ -1141,7 +1142,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
                      " packets pass", r->name, gpu_status_string(status),
                      b->n);
-        return false;
+        return;
     }
     for (size_t i = 0; i < b->n; i++) {
         /* Only an alert line needs more than 'is_ip'. */
@@ -1153,20 +1154,12 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     }
     ids_account(r, b->n, info, verdicts, b->offsets[b->n], NULL,
                 alert ? NULL : b->verdicts);
-    return false;
-}
-
-static void
-ids_run(const char *args, struct gpu_service_batch *b)
-{
-    ids_scan(args, b, NULL, false, NULL, NULL);
 }
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
     .stage_payloads = true,
     .check = ids_check,
-    .run = ids_run,
     .hold = ids_scan,
     .poll = ids_poll,
     .timers_run = ids_timers_run,
