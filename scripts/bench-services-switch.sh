@@ -98,37 +98,6 @@ while True:
 print('%.1f' % (t / n))" "$1"
 }
 
-# tx_packets PORT: what PORT has sent.
-tx_packets() {
-    ovs-vsctl get Interface "$1" statistics:tx_packets 2>/dev/null || echo 0
-}
-
-# measure_io: "IN OUT" Mpps over SECONDS_PER_RUN after 1 s of warm-up.
-# DPDK ports' statistics are refreshed every few seconds in the database,
-# so p1's sent packets come from dpctl/show, which asks the port.
-dp_tx() {
-    ovs-appctl dpctl/show -s | awk '
-        $0 ~ /: p1( |$)/ { p = 1; next }
-        p && /TX packets:/ { sub("packets:", "", $2); print $2; exit }'
-}
-measure_io() {
-    ovs-appctl dpif-netdev/pmd-stats-clear
-    sleep 1
-    ovs-appctl dpif-netdev/pmd-stats-clear
-    local tx0 t0 t1 tx1 stats rx
-    tx0=$(dp_tx)
-    t0=$(date +%s.%N)
-    sleep "$SECONDS_PER_RUN"
-    stats=$(ovs-appctl dpif-netdev/pmd-stats-show)
-    tx1=$(dp_tx)
-    t1=$(date +%s.%N)
-    rx=$(echo "$stats" | awk '/^pmd thread/ { p = 1 }
-        p && /packets received:/ { s += $3 } END { print s }')
-    awk -v rx="$rx" -v a="$tx0" -v b="$tx1" -v t0="$t0" -v t1="$t1" \
-        'BEGIN { printf "%.3f %.3f\n", rx / (t1 - t0) / 1e6,
-                 (b - a) / (t1 - t0) / 1e6 }'
-}
-
 # actions SERVICE: the OpenFlow actions of SERVICE's runs.
 actions() {
     case $1 in
@@ -229,7 +198,7 @@ for service in $SERVICES; do
             a=$(actions $service)
         fi
         ovs-ofctl add-flow br0 "in_port=p0,actions=$a"
-        read mpps_in mpps_out < <(measure_io)
+        read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
             'BEGIN { printf "%.2f", p * m * 8 / 1e3 }')

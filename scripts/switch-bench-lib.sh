@@ -93,21 +93,36 @@ dp_port() {
     ovs-appctl dpctl/show | sed -n "s/^  port \([0-9]*\): $1 .*/\1/p"
 }
 
-# measure: prints the PMD's received packets per second (millions) over
-# SECONDS_PER_RUN, and its average subtable lookups per megaflow hit.
+# dp_tx PORT: what PORT has sent, asked of the port itself (DPDK ports'
+# statistics reach the database only every few seconds).
+dp_tx() {
+    ovs-appctl dpctl/show -s | awk -v port="$1" '
+        $0 ~ ": " port "( |$)" { p = 1; next }
+        p && /TX packets:/ { sub("packets:", "", $2); print $2; exit }'
+}
+
+# measure [PORT]: prints the PMD's received packets per second (millions)
+# over SECONDS_PER_RUN, and its average subtable lookups per megaflow hit;
+# with PORT, then the packets per second PORT sent (millions).
 measure() {
     ovs-appctl dpif-netdev/pmd-stats-clear
     sleep 1
     ovs-appctl dpif-netdev/pmd-stats-clear
+    local tx0=0 tx1=0
+    test -n "${1:-}" && tx0=$(dp_tx "$1")
     local t0=$(date +%s.%N)
     sleep "$SECONDS_PER_RUN"
     local stats=$(ovs-appctl dpif-netdev/pmd-stats-show)
+    test -n "${1:-}" && tx1=$(dp_tx "$1")
     local t1=$(date +%s.%N)
     # Every PMD's packets (the main thread polls no DPDK port).
     local rx=$(echo "$stats" | awk '/^pmd thread/ { p = 1 } p && /packets received:/ { s += $3 } END { print s }')
     local lookups=$(echo "$stats" | awk '/^pmd thread/ { p = 1 } p && /avg. subtable lookups per megaflow hit:/ { print $7; exit }')
     awk -v rx="$rx" -v t0="$t0" -v t1="$t1" -v l="$lookups" \
-        'BEGIN { printf "%.3f %s\n", rx / (t1 - t0) / 1e6, l }'
+        -v tx="$((tx1 - tx0))" -v port="${1:-}" \
+        'BEGIN { printf "%.3f %s", rx / (t1 - t0) / 1e6, l
+                 if (port != "") printf " %.3f", tx / (t1 - t0) / 1e6
+                 printf "\n" }'
 }
 
 # set_config SETTINGS: other_config from "k=v,k=v", on top of the
