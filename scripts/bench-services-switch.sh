@@ -8,7 +8,8 @@
 #
 #   bench-services-switch.sh --rules FILE --text FILE
 #                            [--services "ids-alert ids-drop re fec index"]
-#                            [--backends "cuda cpu"] [--seconds S]
+#                            [--backends "cuda cpu"] [--pmds "1 2 4"]
+#                            [--frames internet|BYTES] [--seconds S]
 #                            [--count N] [--out FILE]
 #
 # --rules: a Snort rule file (the community rules), for gpu_ids; a rule
@@ -32,7 +33,13 @@
 #   index      gpu_index(store=bench): records kept and lost (ring
 #              full), then the time of a query over what was recorded.
 #
-# Rates: "in" is what the PMD received, "out" what p1 sent, both per
+# --pmds: for each number N in the list, every row again with N source
+# ports and N PMD threads (one port each, on the last N cores) sharing
+# the GPU; each port's flow has its own re_encode/re_decode peers, as N
+# links would.  --frames: the Internet mix (default) or frames of one
+# size (e.g. 1500).
+#
+# Rates: "in" is what the PMDs received, "out" what p1 sent, both per
 # second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
 # service call latency (the service's run() time per batch).  Setup as
 # the other switch benchmarks (switch-bench-lib.sh): DPDK without
@@ -44,6 +51,8 @@ SECONDS_PER_RUN=5
 COUNT=20000
 SERVICES="ids-alert ids-drop re fec index"
 BACKENDS="cuda cpu"
+PMDS=1
+FRAMES=internet
 RULES=
 TEXT=
 OUTFILE=
@@ -53,6 +62,8 @@ while test $# -gt 0; do
         --text) TEXT=$2; shift ;;
         --services) SERVICES=$2; shift ;;
         --backends) BACKENDS=$2; shift ;;
+        --pmds) PMDS=$2; shift ;;
+        --frames) FRAMES=$2; shift ;;
         --seconds) SECONDS_PER_RUN=$2; shift ;;
         --count) COUNT=$2; shift ;;
         --out) OUTFILE=$2; shift ;;
@@ -69,6 +80,19 @@ case " $SERVICES " in
         echo "bench-services-switch.sh: --text FILE needed" >&2; exit 2; } ;;
 esac
 
+case $FRAMES in
+    internet) size_args="--size-mix internet" ;;
+    *[!0-9]*|"") echo "bench-services-switch.sh: --frames internet|BYTES" >&2
+        exit 2 ;;
+    *) size_args="--size $FRAMES" ;;
+esac
+for n in $PMDS; do
+    if test "$n" -lt 1 || test "$n" -gt "$(nproc)"; then
+        echo "bench-services-switch.sh: --pmds: $n PMDs need $n cores" >&2
+        exit 2
+    fi
+done
+
 . "$SRC/scripts/switch-bench-lib.sh"
 
 SIGNATURE=ovs-gpu-bench-signature
@@ -79,10 +103,10 @@ if test -f "$RULES"; then
         >> "$RUN/bench.rules"
 fi
 python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/ids.pcap" --count "$COUNT" \
-    --size-mix internet --plant "$SIGNATURE" --plant-every 100 >/dev/null
+    $size_args --plant "$SIGNATURE" --plant-every 100 >/dev/null
 if test -n "$TEXT"; then
     python3 "$SRC/scripts/gen-pcap.py" --out "$RUN/text.pcap" \
-        --count "$COUNT" --size-mix internet --payload-from "$TEXT" \
+        --count "$COUNT" $size_args --payload-from "$TEXT" \
         >/dev/null
 fi
 
@@ -98,14 +122,15 @@ while True:
 print('%.1f' % (t / n))" "$1"
 }
 
-# actions SERVICE: the OpenFlow actions of SERVICE's runs.
+# actions SERVICE PORT: the OpenFlow actions of SERVICE's runs for the
+# flow from source port PORT (0, 1, ...).
 actions() {
     case $1 in
         none) echo "output:p1" ;;
         ids-alert) echo "gpu_ids(ruleset=bench,alert),output:p1" ;;
         ids-drop) echo "gpu_ids(ruleset=bench),output:p1" ;;
-        re) echo "re_encode(peer=b,cache=64M),re_decode(peer=a,cache=64M),\
-output:p1" ;;
+        re) echo "re_encode(peer=b$2,cache=64M),re_decode(peer=a$2,\
+cache=64M),output:p1" ;;
         fec) echo "fec_encode(k=10,m=4),fec_decode(),output:p1" ;;
         index) echo "gpu_index(store=bench),output:p1" ;;
     esac
@@ -125,10 +150,11 @@ checks() {
             s=$(ovs-appctl gpu-re/show)
             echo "$s" | awk '
                 /^re_encode/ { w = "enc" } /^re_decode/ { w = "dec" }
-                w == "enc" && /savings:/ { sv = $2 }
-                w == "dec" && /undecodable/ { u = $3 }
+                w == "enc" && /bytes in:/ { i += $3; o += $6 }
+                w == "dec" && /undecodable/ { u += $3 }
                 /errors/ { e += $4 }
-                END { printf "saved %s undecodable %s errors %s", sv, u, e }'
+                END { printf "saved %.1f%% undecodable %d errors %d",
+                      i ? 100 * (i - o) / i : 0, u, e }' | tr -d ,
             ;;
         fec)
             s=$(ovs-appctl gpu-fec/show)
@@ -163,9 +189,10 @@ query_time() {
         'BEGIN { printf "query \"udp or tcp\": %s in %.2f s", n, t1 - t0 }'
 }
 
-fmt='%-10s %-5s %8s %8s %8s %8s %9s  %s\n'
-printf "$fmt" service back "Mpps in" "Mpps out" Gbit/s "vs none" "call us" \
-    "checks" | tee ${OUTFILE:+"$OUTFILE"}
+fmt='%-10s %-5s %4s %8s %8s %8s %8s %9s  %s\n'
+printf "$fmt" service back pmds "Mpps in" "Mpps out" Gbit/s "vs none" \
+    "call us" "checks" | tee ${OUTFILE:+"$OUTFILE"}
+for N_PORTS in $PMDS; do
 for service in $SERVICES; do
     case $service in
         ids-*) pcap=$RUN/ids.pcap ;;
@@ -192,12 +219,11 @@ for service in $SERVICES; do
             done ;;
         esac
         ovs-ofctl del-flows br0
-        if test $backend = none; then
-            a=$(actions none)
-        else
-            a=$(actions $service)
-        fi
-        ovs-ofctl add-flow br0 "in_port=p0,actions=$a"
+        for i in $(seq 0 $((N_PORTS - 1))); do
+            a=$(actions $(test $backend = none && echo none || echo $service) \
+                $i)
+            ovs-ofctl add-flow br0 "in_port=$(src_port $i),actions=$a"
+        done
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
@@ -211,11 +237,12 @@ for service in $SERVICES; do
             chk="$chk; $(query_time)"
         fi
         test $backend = none && lat=-
-        printf "$fmt" "$service" "$backend" "$mpps_in" "$mpps_out" "$gbps" \
-            "$vs" "$lat" "$chk" | tee -a ${OUTFILE:+"$OUTFILE"}
+        printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
+            "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
+            | tee -a ${OUTFILE:+"$OUTFILE"}
         if test -n "$OUTFILE"; then
             {
-                echo "=== $service $backend: $a"
+                echo "=== $service $backend, $N_PORTS PMDs: $a"
                 ovs-appctl dpif-netdev/pmd-stats-show
                 echo "$show"
                 case $service in
@@ -228,11 +255,13 @@ for service in $SERVICES; do
             } >> "$OUTFILE.details" 2>&1
         fi
         stop_switch
-        mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-$service-$backend.log"
+        mv "$RUN/ovs-vswitchd.log" \
+            "$RUN/ovs-vswitchd-$service-$backend-$N_PORTS.log"
     done
+done
 done
 others=
 test -f "$RUN/text.pcap" && others=", others $(mean_frame "$RUN/text.pcap")"
 echo "mean frames: ids $(mean_frame "$RUN/ids.pcap")$others bytes on the" \
-    "wire; $(nproc) cores, PMD on core $pmd_core" \
+    "wire; $(nproc) cores, PMDs from core $pmd_core down" \
     | tee -a ${OUTFILE:+"$OUTFILE"}
