@@ -34,7 +34,9 @@ src_port() {
 }
 
 # start_switch PCAP [KEY=VALUE...]: starts the switch replaying PCAP, with
-# the given other_config settings.
+# the given other_config settings.  SINK_DEVARGS replaces p1's DPDK device
+# (e.g. "net_pcap9,tx_pcap=FILE" to keep what it sends); with PCAP "-" no
+# source port is added yet (add_sources, once the flows are in).
 start_switch() {
     local pcap=$1
     shift
@@ -59,12 +61,21 @@ start_switch() {
     ovs-vswitchd unix:"$RUN/db.sock" --pidfile --detach --log-file
     ovs-vsctl add-br br0 -- set bridge br0 datapath_type=netdev
     ovs-vsctl add-port br0 p1 -- set Interface p1 type=dpdk \
-        options:dpdk-devargs="net_null0,no-rx=1"
-    for i in $(seq 0 $((n_ports - 1))); do
-        ovs-vsctl add-port br0 $(src_port $i) \
+        options:dpdk-devargs="${SINK_DEVARGS:-net_null0,no-rx=1}"
+    test "$pcap" = - || add_sources br0 "$pcap" 1
+}
+
+# add_sources BRIDGE PCAP INFINITE: adds the N_PORTS source ports to
+# BRIDGE, each replaying PCAP forever (INFINITE 1) or once (0).  Source
+# port I is OpenFlow port 10 + I, so that flows can name it before it
+# exists.
+add_sources() {
+    local i
+    for i in $(seq 0 $((${N_PORTS:-1} - 1))); do
+        ovs-vsctl add-port $1 $(src_port $i) \
             -- set Interface $(src_port $i) type=dpdk \
-            options:dpdk-devargs="net_pcap$i,rx_pcap=$pcap,infinite_rx=1" \
-            other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
+            options:dpdk-devargs="net_pcap$i,rx_pcap=$2,infinite_rx=$3" \
+            ofport_request=$((10 + i)) other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
     done
     if test -z "$(dp_port p0)"; then
         echo "switch-bench-lib: the switch did not start its ports:" >&2
