@@ -75,7 +75,8 @@ add_sources() {
         ovs-vsctl add-port $1 $(src_port $i) \
             -- set Interface $(src_port $i) type=dpdk \
             options:dpdk-devargs="net_pcap$i,rx_pcap=$2,infinite_rx=$3" \
-            ofport_request=$((10 + i)) other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
+            ofport_request=$((10 + i)) \
+            other_config:pmd-rxq-affinity="0:$((pmd_core - i))"
     done
     if test -z "$(dp_port p0)"; then
         echo "switch-bench-lib: the switch did not start its ports:" >&2
