@@ -26,9 +26,15 @@
 #              two switches joined by a patch port would run it): bytes
 #              saved by the encoder, and the decoder's undecodable and
 #              check failures (a byte-for-byte check of every payload).
-#   fec        fec_encode(k=10,m=4),fec_decode(): parity made and
-#              stripped; nothing is lost between them here (losses need
-#              a link that drops, not yet in this script).
+#   fec        fec_encode(k=10,m=4),fec_decode() with 1% of the coded
+#              frames lost between them (gpu/inject-fault fec-loss 10000,
+#              test and benchmark only: fec_decode discards them,
+#              pseudo-randomly, before decoding): "out" is the goodput;
+#              the checks give the frames the link lost, the packets
+#              rebuilt, the groups lost, and a corruption check: for
+#              another second p1's traffic goes to a pcap port instead and
+#              every frame delivered must be one of the input's, byte for
+#              byte.
 #   index      gpu_index(store=bench): records kept and lost (ring
 #              full), then the time of a query over what was recorded.
 #
@@ -135,17 +141,50 @@ checks() {
             echo "$s" | awk '
                 /^fec_encode/ { w = "enc" } /^fec_decode/ { w = "dec" }
                 w == "enc" && /parity sent:/ { p = $3 }
+                w == "enc" && /groups per call:/ { g = $7 }
                 w == "dec" && /packets passed:/ { d = $3 }
+                w == "dec" && /link losses emulated:/ { x = $4 }
+                w == "dec" && /packets rebuilt:/ { r = $3 }
                 w == "dec" && /groups lost:/ { l = $3 }
                 /^  errors:/ { e += $2 }
-                END { printf "parity %s passed %s lost-groups %s errors %s",
-                      p, d, l, e }' ;;
+                END { printf "parity %s (%s groups/call) passed %s " \
+                      "link-lost %s rebuilt %s lost-groups %s errors %s",
+                      p, g, d, x, r, l, e }' ;;
         index)
             s=$(ovs-appctl gpu-index/show bench)
             echo "$s" | awk '/packets:.*submitted/ {
                 printf "recorded %s lost %s", $4, $6 }' | tr -d , ;;
         none) echo "-" ;;
     esac
+}
+
+# fec_corruption PCAP: sends p1's traffic to a pcap port for a second
+# and prints how many of the frames delivered are not, byte for byte, a
+# frame of PCAP (the input): what a wrong rebuild would deliver.
+fec_corruption() {
+    local out=$RUN/fec-out.pcap
+    rm -f "$out"
+    ovs-vsctl add-port br0 p2 -- set Interface p2 type=dpdk \
+        options:dpdk-devargs="net_pcap9,tx_pcap=$out"
+    ovs-ofctl del-flows br0
+    ovs-ofctl add-flow br0 "in_port=p0,actions=$(actions fec | \
+        sed 's/output:p1$/output:p2/')"
+    sleep 1
+    ovs-ofctl del-flows br0
+    sleep 0.5
+    ovs-vsctl del-port br0 p2
+    python3 -c "
+import struct, sys
+def frames(path):
+    f = open(path, 'rb'); f.read(24)
+    while True:
+        h = f.read(16)
+        if len(h) < 16: return
+        yield f.read(struct.unpack('<IIII', h)[2])
+good = set(frames(sys.argv[1])); n = bad = 0
+for fr in frames(sys.argv[2]):
+    n += 1; bad += fr not in good
+print('corrupt %d of %d delivered' % (bad, n))" "$1" "$out"
 }
 
 # query_time: the wall time of a query over the recorded packets, and
@@ -198,6 +237,9 @@ for service in $SERVICES; do
             a=$(actions $service)
         fi
         ovs-ofctl add-flow br0 "in_port=p0,actions=$a"
+        if test $service = fec && test $backend != none; then
+            ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null
+        fi
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
@@ -209,6 +251,9 @@ for service in $SERVICES; do
         chk=$(checks $(test $backend = none && echo none || echo $service))
         if test $service = index && test $backend != none; then
             chk="$chk; $(query_time)"
+        fi
+        if test $service = fec && test $backend != none; then
+            chk="$chk; $(fec_corruption "$pcap")"
         fi
         test $backend = none && lat=-
         printf "$fmt" "$service" "$backend" "$mpps_in" "$mpps_out" "$gbps" \
