@@ -254,16 +254,30 @@ gpu_service_args_split(const char *args, const char *const keys[],
 static atomic_int fault_count[GPU_FAULT_N_TARGETS];
 static atomic_int fault_error[GPU_FAULT_N_TARGETS];
 
-/* Test only ("gpu/inject-fault ids-slow US"): see gpu-actions.h. */
-static atomic_int ids_slow_us = 0;
+/* Test only: see gpu-actions.h.  "gpu/inject-fault NAME VALUE" sets
+ * knob NAME; the message says what the value does. */
+static const struct {
+    const char *name;
+    const char *what;
+} knobs[GPU_KNOB_N] = {
+    [GPU_KNOB_IDS_SLOW] = { "ids-slow",
+                            "gpu_ids scans complete %d microseconds late" },
+    [GPU_KNOB_FEC_SLOW] = { "fec-slow",
+                            "fec coding calls complete %d microseconds "
+                            "late" },
+    [GPU_KNOB_FEC_LOSS] = { "fec-loss",
+                            "fec_decode discards %d per million coded "
+                            "frames" },
+};
+static atomic_int knob_values[GPU_KNOB_N];
 
 int
-gpu_service_ids_slow_us(void)
+gpu_service_test_knob(enum gpu_service_knob knob)
 {
-    int us;
+    int value;
 
-    atomic_read_relaxed(&ids_slow_us, &us);
-    return us;
+    atomic_read_relaxed(&knob_values[knob], &value);
+    return value;
 }
 
 int
@@ -300,16 +314,20 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
-    if (!strcmp(argv[1], "ids-slow")) {
-        if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0) {
+    for (enum gpu_service_knob knob = 0; knob < GPU_KNOB_N; knob++) {
+        if (strcmp(argv[1], knobs[knob].name)) {
+            continue;
+        }
+        if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
+            || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
-                                        "ids-slow US");
+                                        "ids-slow|fec-slow US | fec-loss "
+                                        "PPM");
             return true;
         }
-        char *msg = xasprintf("gpu_ids scans complete %d microseconds "
-                              "late", n);
+        char *msg = xasprintf(knobs[knob].what, n);
 
-        atomic_store_relaxed(&ids_slow_us, n);
+        atomic_store_relaxed(&knob_values[knob], n);
         VLOG_INFO("test fault injected: %s", msg);
         unixctl_command_reply(conn, msg);
         free(msg);

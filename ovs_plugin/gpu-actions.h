@@ -174,12 +174,36 @@ enum gpu_fault_target {
  * enough for every batch. */
 int gpu_service_fault_take(enum gpu_fault_target);
 
-/* Test only ("gpu/inject-fault ids-slow US", 0 to stop): a gpu_ids scan
- * polled for is not done until US microseconds after it was started, as
- * on a slow or busy device, so that the tests see drop-mode batches held
- * on the CPU backend (whose scans are otherwise done at once).  A thread
- * that must wait for a scan still gets it at once. */
-int gpu_service_ids_slow_us(void);
+/* Test and benchmark only knobs, "gpu/inject-fault NAME VALUE" (0 to
+ * stop):
+ *
+ *   ids-slow US: a gpu_ids scan polled for is not done until US
+ *   microseconds after it was started, as on a slow or busy device, so
+ *   that the tests see drop-mode batches held on the CPU backend (whose
+ *   scans are otherwise done at once).  A thread that must wait for a
+ *   scan still gets it at once.
+ *
+ *   fec-slow US: the same for the coding calls of fec_encode and
+ *   fec_decode (groups in flight).
+ *
+ *   fec-loss PPM: fec_decode discards PPM per million of the coded frames
+ *   that arrive, pseudo-randomly (seeded per decoder), before decoding:
+ *   a lossy link for the benchmarks, which OpenFlow cannot make (a select
+ *   group sends every packet of a flow the same way). */
+enum gpu_service_knob {
+    GPU_KNOB_IDS_SLOW,
+    GPU_KNOB_FEC_SLOW,
+    GPU_KNOB_FEC_LOSS,
+    GPU_KNOB_N
+};
+
+int gpu_service_test_knob(enum gpu_service_knob);
+
+static inline int
+gpu_service_ids_slow_us(void)
+{
+    return gpu_service_test_knob(GPU_KNOB_IDS_SLOW);
+}
 
 /* True for the errors a device call fails with (a failed launch, device
  * memory full, an injected fault), which the CPU backend can recover

@@ -133,6 +133,19 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
  * multiple of w * packetsize) stays small. */
 #define FEC_PACKETSIZE 8
 
+/* A device call codes up to this many closed groups of one code, side by
+ * side (gpu-parity.h), in chunks of up to FEC_CALL_BYTES / (k + m) bytes
+ * (at least one largest group's); up to FEC_MAX_CALLS calls of an
+ * instance are in flight at once, beyond which the oldest is waited for. */
+#define FEC_CALL_MAX_GROUPS 64
+#define FEC_CALL_BYTES (1024 * 1024)
+#define FEC_MAX_CALLS 4
+
+/* The timer's fallback for calls in flight: the poll of the thread that
+ * submitted a call normally finishes it within microseconds, so the timer
+ * (which wakes the main thread) only looks after this long. */
+#define FEC_CALL_TIMER_US 1000
+
 #define FEC_ENC_TIMEOUT_DEFAULT 1000            /* us */
 #define FEC_DEC_TIMEOUT_DEFAULT 100000          /* us */
 #define FEC_TIMEOUT_MAX 60000000                /* us */
@@ -155,6 +168,40 @@ struct fec_group {
     size_t *lens;
 };
 
+/* A closed group in a device call. */
+struct fec_call_group {
+    uint32_t id;
+    unsigned int n_data;        /* Data packets (fewer than k: short). */
+    size_t ofs, cs;             /* Its chunks' offset and size in the
+                                 * call's chunks. */
+    struct eth_addr dst, src;   /* Encoder: for its parity packets. */
+};
+
+/* One device call: closed groups of one code side by side, gathered, then
+ * submitted without waiting; their parity (encoder) or rebuilt packets
+ * (decoder) go out once it is done, calls in order. */
+struct fec_call {
+    struct ovs_list node;       /* In fec_inst's 'calls', oldest first. */
+    struct gpu_parity *coder;
+    unsigned int k, m;
+    struct gpu_parity_batch *batch;
+    uint8_t *mem;               /* k + m chunks of 'cap' bytes... */
+    uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];     /* ...at these. */
+    size_t cap;
+    size_t size;                /* Bytes of each chunk in use. */
+
+    /* Decoder: the chunks every group of the call lacks (the data packets
+     * lost, and the parity packets not used), rebuilt by the call. */
+    int erasures[GPU_PARITY_MAX_CHUNKS];
+    size_t n_erasures;
+
+    long long int start_us;     /* First group gathered, then submitted. */
+    int status;                 /* Of the submission. */
+    size_t n_sent;              /* Groups whose packets went out. */
+    size_t n_groups;
+    struct fec_call_group groups[FEC_CALL_MAX_GROUPS];
+};
+
 struct fec_inst {
     struct cmap_node node;      /* In 'instances'. */
     bool encoder;
@@ -166,6 +213,14 @@ struct fec_inst {
 
     struct ovs_mutex mutex;
     atomic_llong deadline_us;   /* Next timer, LLONG_MAX if none. */
+    atomic_bool poll_work;      /* Something for the poll: see
+                                 * fec_set_deadline(). */
+
+    /* Device calls: closed groups being gathered, and calls in flight. */
+    struct fec_call *gather;
+    struct ovs_list calls;
+    size_t n_calls;
+    struct fec_call *spare;     /* The last call done, for reuse. */
 
     /* Packets waiting for room in a batch, oldest first. */
     struct dp_packet *pending[FEC_MAX_PENDING];
@@ -181,9 +236,9 @@ struct fec_inst {
     odp_port_t in_port;
     long long int start_us;
 
-    /* Encoder: the actions that followed it in its last batch, if the
-     * datapath said (see gpu_service_next), for the timer to send parity
-     * through. */
+    /* The actions that followed the service in its last batch, if the
+     * datapath said (see gpu_service_next), for the timer and the poll to
+     * send parity (encoder) or rebuilt packets (decoder) through. */
     bool has_next;
     const void *next_dp;
     uint8_t *next_actions;
@@ -195,6 +250,7 @@ struct fec_inst {
     struct hmap groups;
     struct ovs_list lru;
     size_t n_buffered, n_buffered_bytes;
+    uint32_t loss_rng;          /* For "fec-loss". */
 
     /* Statistics. */
     uint64_t n_groups;          /* Encoder: closed; decoder: completed. */
@@ -208,7 +264,14 @@ struct fec_inst {
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
     uint64_t n_pending_dropped;
     uint64_t n_errors;
-    uint64_t n_faults;          /* Device calls failed: done on the CPU. */
+    uint64_t n_faults;          /* Groups of device calls that failed, done
+                                 * on the CPU. */
+    uint64_t n_fault_calls;     /* Those calls. */
+    uint64_t n_calls_done;      /* Device calls. */
+    uint64_t n_call_groups;     /* Their groups. */
+    size_t max_call_groups;
+    size_t max_calls;           /* Most calls in flight at once. */
+    uint64_t n_link_losses;     /* Decoder: "fec-loss" discards. */
     uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
     uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
                                  * (no next actions). */
@@ -301,19 +364,22 @@ out:
     return coder;
 }
 
-/* A device call of 'inst' failed with 'why': returns the CPU coder that
- * does the group instead (NULL if there is none), and counts and logs it.
- * 'done' says what happens to the group ("coded", "rebuilt"). */
+/* A device call of 'inst' coding 'n_groups' groups failed with 'why':
+ * returns the CPU coder that codes them instead (NULL if there is none),
+ * and counts and logs it.  'done' says what happens to the groups
+ * ("coded", "rebuilt"). */
 static struct gpu_parity *
 fec_coder_on_cpu(struct fec_inst *inst, unsigned int k, unsigned int m,
-                 int why, const char *done)
+                 size_t n_groups, int why, const char *done)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
 
-    inst->n_faults++;
-    VLOG_WARN_RL(&rl, "%s(%s): device call failed (%s); group %s on the "
-                 "CPU", inst->encoder ? "fec_encode" : "fec_decode",
-                 inst->args, gpu_parity_strerror(why), done);
+    inst->n_faults += n_groups;
+    inst->n_fault_calls++;
+    VLOG_WARN_RL(&rl, "%s(%s): device call failed (%s); its %"PRIuSIZE" "
+                 "groups %s on the CPU",
+                 inst->encoder ? "fec_encode" : "fec_decode", inst->args,
+                 gpu_parity_strerror(why), n_groups, done);
     /* The decoder's k and m come from the wire: bounded as above. */
     return fec_coder_get(k, m, true, !inst->encoder, NULL);
 }
@@ -449,8 +515,12 @@ fec_inst_init(struct fec_inst *inst, const char *args, bool encoder)
     inst->args = xstrdup(args);
     ovs_mutex_init(&inst->mutex);
     atomic_init(&inst->deadline_us, LLONG_MAX);
+    atomic_init(&inst->poll_work, false);
+    ovs_list_init(&inst->calls);
     hmap_init(&inst->groups);
     ovs_list_init(&inst->lru);
+    /* Seeded by the arguments: a benchmark's losses repeat run to run. */
+    inst->loss_rng = hash_string(args, 0x10557) | 1;
 }
 
 /* Checks a flow's arguments and creates the instance they name, in the
@@ -587,74 +657,346 @@ fec_put_header(uint8_t *frame, const struct eth_addr *dst,
     memcpy(frame + ETH_HEADER_LEN, hdr, sizeof *hdr);
 }
 
-/* ------------------------------------------------------------- Encoder. */
+/* --------------------------------------------------------- Device calls.
+ *
+ * A closed group (encoder: its k data packets; decoder: the k packets it
+ * has, once it lacks data that they can rebuild) is not coded at once: its
+ * chunks are staged side by side with other closed groups' into the
+ * instance's gathered call ('gather'), which is submitted without waiting
+ * once it is full, once its first group has waited gpu-max-hold-us, or
+ * when the thread has nothing else to do (an idle poll, the timer).  What
+ * a call makes (parity, rebuilt packets) goes out from the poll of the
+ * thread that submitted it, or from the next batch, calls in the order
+ * they were submitted, so parity leaves in group order.  A call the device
+ * fails is coded again on the CPU. */
 
-/* Codes the open group, even a short one, and sends (or queues) its
- * parity. */
+static void fec_set_deadline(struct fec_inst *);
+static void fec_calls_run(struct fec_inst *, struct fec_out *,
+                          enum gpu_service_poll_mode, long long int);
+static void fec_encode_send_parity(struct fec_inst *, const struct fec_call *,
+                                   const struct fec_call_group *,
+                                   struct fec_out *);
+static void fec_decode_send_rebuilt(struct fec_inst *,
+                                    const struct fec_call *,
+                                    const struct fec_call_group *,
+                                    struct fec_out *);
+
 static void
-fec_encode_close(struct fec_inst *inst, struct fec_out *out)
+fec_call_destroy(struct fec_call *call)
+{
+    if (call) {
+        gpu_parity_batch_destroy(call->batch);
+        if (call->mem) {
+            gpu_host_free(call->mem);
+        }
+        free(call);
+    }
+}
+
+/* Returns an empty call for groups of 'coder' (k, m), or NULL if memory or
+ * the device has none (logged). */
+static struct fec_call *
+fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
+             unsigned int k, unsigned int m)
     OVS_REQUIRES(inst->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    const uint8_t *pkts[GPU_PARITY_MAX_CHUNKS];
-    uint8_t *parity[GPU_PARITY_MAX_CHUNKS];
-    struct dp_packet *pp[GPU_PARITY_MAX_CHUNKS];
-    size_t lens[GPU_PARITY_MAX_CHUNKS];
-    size_t max_len = 0, cs, chunk_size;
+    struct fec_call *call = inst->spare;
+    size_t unit, cap;
+    int error;
+
+    inst->spare = NULL;
+    if (call && call->coder == coder) {
+        call->size = 0;
+        call->n_sent = 0;
+        call->n_groups = 0;
+        call->n_erasures = 0;
+        return call;
+    }
+    fec_call_destroy(call);
+
+    /* Room for one largest group at least. */
+    unit = gpu_parity_pkt_chunk_size(coder, 0);
+    cap = MAX(gpu_parity_pkt_chunk_size(coder, FEC_MAX_FRAME),
+              FEC_CALL_BYTES / (k + m) / unit * unit);
+    call = xzalloc(sizeof *call);
+    call->coder = coder;
+    call->k = k;
+    call->m = m;
+    call->cap = cap;
+    call->mem = gpu_host_alloc((k + m) * cap);
+    error = (call->mem ? gpu_parity_batch_create(coder, cap, &call->batch)
+             : GPU_ERR_NOMEM);
+    if (error) {
+        VLOG_WARN_RL(&rl, "%s(%s): no device call to be had (%s)",
+                     inst->encoder ? "fec_encode" : "fec_decode",
+                     inst->args, gpu_parity_strerror(error));
+        fec_call_destroy(call);
+        return NULL;
+    }
+    for (unsigned int i = 0; i < k + m; i++) {
+        call->chunks[i] = call->mem + i * cap;
+    }
+    return call;
+}
+
+/* Submits the gathered call, without waiting.  Its status (an injected
+ * fault's too) is looked at once it is done, in turn. */
+static void
+fec_call_submit(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_call *call = inst->gather;
     int status;
+
+    inst->gather = NULL;
+    if (inst->n_calls >= FEC_MAX_CALLS) {
+        /* Memory (pinned, on a device) stays bounded: the oldest calls
+         * are waited for. */
+        fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
+    }
+    status = gpu_service_fault_take(GPU_FAULT_FEC);
+    if (!status && inst->encoder) {
+        status = gpu_parity_encode_submit(call->batch, NULL,
+                                          (const uint8_t *const *)
+                                          call->chunks,
+                                          call->chunks + call->k,
+                                          call->size);
+    } else if (!status) {
+        status = gpu_parity_decode_submit(call->batch, NULL, call->chunks,
+                                          call->chunks + call->k,
+                                          call->erasures, call->n_erasures,
+                                          call->size);
+    }
+    call->status = status;
+    call->start_us = time_usec();
+    ovs_list_push_back(&inst->calls, &call->node);
+    inst->n_calls++;
+    inst->max_calls = MAX(inst->max_calls, inst->n_calls);
+    inst->n_calls_done++;
+    inst->n_call_groups += call->n_groups;
+    inst->max_call_groups = MAX(inst->max_call_groups, call->n_groups);
+}
+
+/* Returns room for a closed group of 'cs'-byte chunks of 'coder' in the
+ * gathered call (the decoder's rebuilding the chunks 'erasures'), or NULL
+ * if there is no call to be had.  Groups of another code or with other
+ * erasures, or that leave no room, are submitted first.  The caller
+ * writes the group's chunks, then calls fec_call_added(). */
+static struct fec_call_group *
+fec_call_add(struct fec_inst *inst, struct gpu_parity *coder,
+             unsigned int k, unsigned int m, size_t cs, const int *erasures,
+             size_t n_erasures, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_call *call = inst->gather;
+    struct fec_call_group *g;
+
+    if (call && (call->coder != coder || call->size + cs > call->cap
+                 || call->n_erasures != n_erasures
+                 || memcmp(call->erasures, erasures,
+                           n_erasures * sizeof *erasures))) {
+        fec_call_submit(inst);
+        call = NULL;
+    }
+    if (!call) {
+        call = fec_call_new(inst, coder, k, m);
+        if (!call || cs > call->cap) {
+            inst->spare = call;
+            return NULL;
+        }
+        memcpy(call->erasures, erasures, n_erasures * sizeof *erasures);
+        call->n_erasures = n_erasures;
+        call->start_us = now;
+        inst->gather = call;
+    }
+    g = &call->groups[call->n_groups++];
+    g->ofs = call->size;
+    g->cs = cs;
+    call->size += cs;
+    return g;
+}
+
+/* The gathered call has one more group: submitted if full, or if groups
+ * may not wait (gpu-max-hold-us 0). */
+static void
+fec_call_added(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->gather->n_groups == FEC_CALL_MAX_GROUPS
+        || !gpu_services_get_max_hold_us()) {
+        fec_call_submit(inst);
+    }
+}
+
+/* Returns true if 'call' is done (coded on the CPU if the device failed
+ * it), waiting for it if 'wait'. */
+static bool
+fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
+              long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    int slow = gpu_service_test_knob(GPU_KNOB_FEC_SLOW);
+
+    if (!wait && OVS_UNLIKELY(slow) && now - call->start_us < slow) {
+        return false;
+    }
+    if (!call->status) {
+        int status = (wait ? gpu_parity_wait(call->batch)
+                      : gpu_parity_poll(call->batch));
+
+        if (status == GPU_ERR_BUSY) {
+            return false;
+        }
+        call->status = status;
+    }
+    if (gpu_service_is_device_error(call->status)) {
+        struct gpu_parity *cpu = fec_coder_on_cpu(
+            inst, call->k, call->m, call->n_groups, call->status,
+            inst->encoder ? "coded" : "rebuilt");
+
+        if (!cpu) {
+            /* Left failed: its groups are counted as errors. */
+        } else if (inst->encoder) {
+            call->status = gpu_parity_encode(cpu, (const uint8_t *const *)
+                                             call->chunks,
+                                             call->chunks + call->k,
+                                             call->size);
+        } else {
+            call->status = gpu_parity_decode(cpu, call->chunks,
+                                             call->chunks + call->k,
+                                             call->erasures,
+                                             call->n_erasures, call->size);
+        }
+    }
+    return true;
+}
+
+/* Submits the gathered groups when they may wait no longer: at once if
+ * 'mode' is not GPU_SERVICE_POLL_BUSY (the thread is idle, or finishes).
+ * Then sends (into 'out' if room, else to wait in the instance) what the
+ * calls in flight made, oldest call first, as far as they are done; with
+ * GPU_SERVICE_POLL_FINISH all of them, waiting. */
+static void
+fec_calls_run(struct fec_inst *inst, struct fec_out *out,
+              enum gpu_service_poll_mode mode, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->gather
+        && (mode != GPU_SERVICE_POLL_BUSY
+            || now - inst->gather->start_us
+               >= gpu_services_get_max_hold_us())) {
+        fec_call_submit(inst);
+    }
+    while (!ovs_list_is_empty(&inst->calls)) {
+        struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
+                                             struct fec_call, node);
+
+        if (!fec_call_done(inst, call, mode == GPU_SERVICE_POLL_FINISH,
+                           now)) {
+            break;
+        }
+        /* A call may make more packets than may wait (FEC_MAX_PENDING):
+         * its groups go out as room allows, the rest on the next poll,
+         * once the waiting ones are sent. */
+        while (call->n_sent < call->n_groups
+               && (mode == GPU_SERVICE_POLL_FINISH || !inst->n_pending
+                   || inst->n_pending + call->m <= FEC_MAX_PENDING)) {
+            const struct fec_call_group *g = &call->groups[call->n_sent++];
+
+            if (inst->encoder) {
+                fec_encode_send_parity(inst, call, g, out);
+            } else {
+                fec_decode_send_rebuilt(inst, call, g, out);
+            }
+        }
+        if (call->n_sent < call->n_groups) {
+            break;
+        }
+        ovs_list_remove(&call->node);
+        inst->n_calls--;
+        fec_call_destroy(inst->spare);
+        inst->spare = call;
+    }
+}
+
+/* Publishes when the timer has work ('deadline_us'), and whether the poll
+ * has ('poll_work'): packets waiting that saved next actions can send
+ * (due at once), groups gathered or in flight. */
+static void
+fec_set_deadline(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    long long int deadline = LLONG_MAX;
+    bool sendable = inst->n_pending && inst->has_next;
+
+    if (sendable) {
+        deadline = 0;
+    } else if (inst->encoder && inst->n) {
+        deadline = inst->start_us + inst->timeout_us;
+    } else if (!inst->encoder && !ovs_list_is_empty(&inst->lru)) {
+        struct fec_group *g = CONTAINER_OF(ovs_list_front(&inst->lru),
+                                           struct fec_group, lru_node);
+
+        deadline = g->start_us + inst->timeout_us;
+    }
+    /* The poll does these; the timer is the fallback. */
+    if (inst->gather) {
+        deadline = MIN(deadline, inst->gather->start_us + FEC_CALL_TIMER_US
+                                 + gpu_services_get_max_hold_us());
+    }
+    if (inst->n_calls) {
+        struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
+                                             struct fec_call, node);
+
+        deadline = MIN(deadline,
+                       call->start_us
+                       + MAX(FEC_CALL_TIMER_US,
+                             gpu_service_test_knob(GPU_KNOB_FEC_SLOW)));
+    }
+    atomic_store_relaxed(&inst->deadline_us, deadline);
+    atomic_store_relaxed(&inst->poll_work,
+                         sendable || inst->gather || inst->n_calls);
+}
+
+/* ------------------------------------------------------------- Encoder. */
+
+/* Closes the open group, even a short one: stages it to be coded. */
+static void
+fec_encode_close(struct fec_inst *inst, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct fec_call_group *g;
+    size_t max_len = 0;
 
     if (!inst->n) {
         return;
     }
-    for (unsigned int i = 0; i < inst->k; i++) {
-        /* The missing packets of a short group code as empty ones; the
-         * decoder knows them from n_data. */
-        pkts[i] = i < inst->n ? inst->frames[i] : NULL;
-        lens[i] = i < inst->n ? inst->lens[i] : 0;
-        max_len = MAX(max_len, lens[i]);
+    for (unsigned int i = 0; i < inst->n; i++) {
+        max_len = MAX(max_len, inst->lens[i]);
     }
-    cs = gpu_parity_pkt_chunk_size(inst->coder, max_len);
-    for (unsigned int j = 0; j < inst->m; j++) {
-        pp[j] = fec_packet_new(FEC_HLEN + cs, inst->in_port);
-        parity[j] = (uint8_t *) dp_packet_data(pp[j]) + FEC_HLEN;
-    }
-    status = gpu_service_fault_take(GPU_FAULT_FEC);
-    if (!status) {
-        status = gpu_parity_pkt_encode(inst->coder, pkts, lens, parity, cs,
-                                       &chunk_size);
-    }
-    if (gpu_service_is_device_error(status)) {
-        struct gpu_parity *cpu = fec_coder_on_cpu(inst, inst->k, inst->m,
-                                                  status, "coded");
-
-        status = (cpu ? gpu_parity_pkt_encode(cpu, pkts, lens, parity, cs,
-                                              &chunk_size)
-                      : status);
-    }
-    for (unsigned int j = 0; j < inst->m; j++) {
-        if (status || chunk_size != cs) {
-            dp_packet_delete(pp[j]);
-            continue;
+    g = fec_call_add(inst, inst->coder, inst->k, inst->m,
+                     gpu_parity_pkt_chunk_size(inst->coder, max_len),
+                     NULL, 0, now);
+    if (g) {
+        g->id = inst->group;
+        g->n_data = inst->n;
+        g->dst = inst->dst;
+        g->src = inst->src;
+        for (unsigned int i = 0; i < inst->k; i++) {
+            /* The missing packets of a short group code as empty ones;
+             * the decoder knows them from n_data. */
+            gpu_parity_pkt_to_chunk(inst->gather->chunks[i] + g->ofs, g->cs,
+                                    i < inst->n ? inst->frames[i] : NULL,
+                                    i < inst->n ? inst->lens[i] : 0);
         }
-        struct fec_hdr hdr = {
-            .magic = FEC_MAGIC,
-            .flags = FEC_F_PARITY,
-            .k = inst->k,
-            .m = inst->m,
-            .index = inst->k + j,
-            .n_data = inst->n,
-        };
-        put_16aligned_be32(&hdr.group, htonl(inst->group));
-        fec_put_header(dp_packet_data(pp[j]), &inst->dst, &inst->src, &hdr);
-        fec_emit(inst, out, pp[j]);
-    }
-    if (status) {
-        inst->n_errors++;
-        VLOG_WARN_RL(&rl, "fec_encode(%s): group %"PRIu32" not coded (%s); "
-                     "its packets went without parity", inst->args,
-                     inst->group, gpu_parity_strerror(status));
+        fec_call_added(inst);
     } else {
-        inst->n_groups++;
+        inst->n_errors++;
+        VLOG_WARN_RL(&rl, "fec_encode(%s): group %"PRIu32" not coded; its "
+                     "packets went without parity", inst->args,
+                     inst->group);
     }
     for (unsigned int i = 0; i < inst->n; i++) {
         free(inst->frames[i]);
@@ -664,27 +1006,47 @@ fec_encode_close(struct fec_inst *inst, struct fec_out *out)
     inst->group++;
 }
 
-/* Publishes when the timer has work: the open group's timeout, or at once
- * when packets wait that it can send. */
+/* Sends (or queues) the parity of group 'g' of the done 'call'. */
 static void
-fec_encode_set_deadline(struct fec_inst *inst)
+fec_encode_send_parity(struct fec_inst *inst, const struct fec_call *call,
+                       const struct fec_call_group *g, struct fec_out *out)
     OVS_REQUIRES(inst->mutex)
 {
-    long long int deadline = LLONG_MAX;
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
 
-    if (inst->n_pending && inst->has_next) {
-        deadline = 0;
-    } else if (inst->n) {
-        deadline = inst->start_us + inst->timeout_us;
+    if (call->status) {
+        inst->n_errors++;
+        VLOG_WARN_RL(&rl, "fec_encode(%s): group %"PRIu32" not coded (%s); "
+                     "its packets went without parity", inst->args, g->id,
+                     gpu_parity_strerror(call->status));
+        return;
     }
-    atomic_store_relaxed(&inst->deadline_us, deadline);
+    for (unsigned int j = 0; j < call->m; j++) {
+        struct dp_packet *pp = fec_packet_new(FEC_HLEN + g->cs,
+                                              inst->in_port);
+        uint8_t *frame = dp_packet_data(pp);
+        struct fec_hdr hdr = {
+            .magic = FEC_MAGIC,
+            .flags = FEC_F_PARITY,
+            .k = call->k,
+            .m = call->m,
+            .index = call->k + j,
+            .n_data = g->n_data,
+        };
+
+        put_16aligned_be32(&hdr.group, htonl(g->id));
+        fec_put_header(frame, &g->dst, &g->src, &hdr);
+        memcpy(frame + FEC_HLEN, call->chunks[call->k + j] + g->ofs, g->cs);
+        fec_emit(inst, out, pp);
+    }
+    inst->n_groups++;
 }
 
 /* Remembers 'next' (NULL if the datapath gave none) as the actions that
- * follow the encoder.  They rarely change, so they are copied only when
+ * follow the service.  They rarely change, so they are copied only when
  * they do. */
 static void
-fec_encode_save_next(struct fec_inst *inst,
+fec_save_next(struct fec_inst *inst,
                      const struct gpu_service_next *next)
     OVS_REQUIRES(inst->mutex)
 {
@@ -712,15 +1074,13 @@ fec_encode_save_next(struct fec_inst *inst,
 }
 
 static void
-fec_encode_expire(struct fec_inst *inst, struct fec_out *out,
-                  long long int now)
+fec_encode_expire(struct fec_inst *inst, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
     if (inst->n && now - inst->start_us >= inst->timeout_us) {
         inst->n_timeouts++;
-        fec_encode_close(inst, out);
+        fec_encode_close(inst, now);
     }
-    fec_encode_set_deadline(inst);
 }
 
 static void
@@ -731,7 +1091,7 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
     size_t n_in = dp_packet_batch_size(batch);
     struct dp_packet *packet;
 
-    fec_encode_expire(inst, out, now);
+    fec_encode_expire(inst, now);
     fec_pending_flush(inst, out);
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
         size_t size = dp_packet_size(packet);
@@ -767,10 +1127,9 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         out->pkts[out->n++] = packet;
         inst->n_packets++;
         if (++inst->n == inst->k) {
-            fec_encode_close(inst, out);
+            fec_encode_close(inst, now);
         }
     }
-    fec_encode_set_deadline(inst);
 }
 
 /* ------------------------------------------------------------- Decoder. */
@@ -836,11 +1195,6 @@ fec_decode_expire(struct fec_inst *inst, long long int now)
         }
         fec_group_destroy(inst, g);
     }
-    g = (ovs_list_is_empty(&inst->lru) ? NULL
-         : CONTAINER_OF(ovs_list_front(&inst->lru), struct fec_group,
-                        lru_node));
-    atomic_store_relaxed(&inst->deadline_us,
-                         g ? g->start_us + inst->timeout_us : LLONG_MAX);
 }
 
 /* Gives up the oldest groups but 'keep' until 'len' more bytes fit. */
@@ -889,21 +1243,21 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
 }
 
 /* Completes 'g' if it can: all its data packets in, or enough packets to
- * rebuild the missing ones, which are then sent. */
+ * rebuild the missing ones, which it then stages for a device call (they
+ * are sent once it is done). */
 static void
 fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
-                       struct fec_out *out)
+                       long long int now)
     OVS_REQUIRES(inst->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    static const uint8_t empty[1];
-    const uint8_t *pkts[GPU_PARITY_MAX_CHUNKS];
-    uint8_t *rebuilt[GPU_PARITY_MAX_CHUNKS];
-    struct dp_packet *rp[GPU_PARITY_MAX_CHUNKS];
-    size_t lens[GPU_PARITY_MAX_CHUNKS], out_lens[GPU_PARITY_MAX_CHUNKS];
     unsigned int missing = fec_group_missing(g);
-    size_t cs = 0;
-    int status;
+    int erasures[GPU_PARITY_MAX_CHUNKS];
+    size_t n_erasures = 0, cs = 0;
+    struct fec_call_group *cg;
+    struct gpu_parity *coder;
+    unsigned int n_in = 0;
+    char *error = NULL;
 
     if (!missing) {
         if (g->n_data_known || g->n_have_data == g->k) {
@@ -919,72 +1273,120 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
         return;
     }
 
-    char *error = NULL;
-    struct gpu_parity *coder = fec_coder_get(g->k, g->m, false, true,
-                                             &error);
-    if (!coder) {
+    /* The call reads the first k chunks the group has (beyond a short
+     * group's data packets, empty ones) and rebuilds the others, so groups
+     * that lost the same packets are rebuilt in one call. */
+    for (unsigned int i = 0; i < g->k + g->m; i++) {
+        bool have = (i >= g->n_data && i < g->k) || g->bufs[i];
+
+        if (have && n_in < g->k) {
+            n_in++;
+            if (i >= g->k) {
+                cs = g->lens[i];
+            }
+        } else {
+            erasures[n_erasures++] = i;
+        }
+    }
+    for (unsigned int i = 0; i < g->k + g->m; i++) {
+        if (g->bufs[i] && (i < g->k ? g->lens[i] + 2 > cs
+                                    : g->lens[i] != cs)) {
+            error = xasprintf("packet %u's length %"PRIuSIZE" does not fit "
+                              "chunks of %"PRIuSIZE, i, g->lens[i], cs);
+            break;
+        }
+    }
+    coder = (error ? NULL
+             : fec_coder_get(g->k, g->m, false, true, &error));
+    cg = (coder ? fec_call_add(inst, coder, g->k, g->m, cs, erasures,
+                               n_erasures, now)
+          : NULL);
+    if (!cg) {
         VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
-                     "(%s)", inst->args, g->id, error);
+                     "(%s)", inst->args, g->id,
+                     error ? error : "no device call");
         free(error);
         inst->n_errors++;
         /* Left to time out, and counted lost then. */
         return;
     }
-    for (unsigned int i = 0; i < g->k + g->m; i++) {
-        if (i >= g->n_data && i < g->k) {
-            pkts[i] = empty;    /* Beyond a short group: empty packets. */
-            lens[i] = 0;
-        } else {
-            pkts[i] = g->bufs[i];
-            lens[i] = g->lens[i];
-            if (i >= g->k && g->bufs[i]) {
-                cs = g->lens[i];
-            }
-        }
-    }
-    for (unsigned int i = 0; i < g->n_data; i++) {
-        rp[i] = NULL;
-        if (!g->bufs[i]) {
-            rp[i] = fec_packet_new(cs, inst->in_port);
-            rebuilt[i] = dp_packet_data(rp[i]);
-        }
-    }
-    status = (!coder ? GPU_PARITY_ERR_CODE
-              : gpu_service_fault_take(GPU_FAULT_FEC));
-    if (!status) {
-        status = gpu_parity_pkt_decode(coder, pkts, lens, rebuilt, out_lens);
-    }
-    if (gpu_service_is_device_error(status)) {
-        struct gpu_parity *cpu = fec_coder_on_cpu(inst, g->k, g->m, status,
-                                                  "rebuilt");
+    cg->id = g->id;
+    cg->n_data = g->n_data;
+    for (unsigned int i = 0, e = 0; i < g->k + g->m; i++) {
+        uint8_t *chunk = inst->gather->chunks[i] + cg->ofs;
 
-        status = (cpu ? gpu_parity_pkt_decode(cpu, pkts, lens, rebuilt,
-                                              out_lens)
-                      : status);
+        if (e < n_erasures && erasures[e] == (int) i) {
+            e++;
+        } else if (i >= g->k) {
+            memcpy(chunk, g->bufs[i], cs);
+        } else {
+            gpu_parity_pkt_to_chunk(chunk, cs,
+                                    i < g->n_data ? g->bufs[i] : NULL,
+                                    i < g->n_data ? g->lens[i] : 0);
+        }
     }
-    for (unsigned int i = 0; i < g->n_data; i++) {
-        if (!rp[i]) {
-            continue;
+    fec_call_added(inst);
+    inst->n_losses += missing;
+    g->done = true;
+    fec_group_free_bufs(inst, g);
+}
+
+/* Sends (or queues) the packets the done 'call' rebuilt for group 'g'. */
+static void
+fec_decode_send_rebuilt(struct fec_inst *inst, const struct fec_call *call,
+                        const struct fec_call_group *g, struct fec_out *out)
+    OVS_REQUIRES(inst->mutex)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    int status = call->status;
+
+    for (size_t e = 0; !status && e < call->n_erasures; e++) {
+        unsigned int i = call->erasures[e];
+
+        if (i < g->n_data
+            && gpu_parity_pkt_from_chunk(call->chunks[i] + g->ofs,
+                                         g->cs) < 0) {
+            status = GPU_PARITY_ERR_PACKET;
         }
-        if (status) {
-            dp_packet_delete(rp[i]);
-            continue;
-        }
-        dp_packet_set_size(rp[i], out_lens[i]);
-        fec_emit(inst, out, rp[i]);
     }
     if (status) {
         VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
                      "(%s)", inst->args, g->id, gpu_parity_strerror(status));
         inst->n_errors++;
-        /* Left to time out, and counted lost then. */
+        inst->n_groups_lost++;
         return;
     }
-    inst->n_losses += missing;
-    inst->n_rebuilt += missing;
+    for (size_t e = 0; e < call->n_erasures; e++) {
+        unsigned int i = call->erasures[e];
+        const uint8_t *chunk = call->chunks[i] + g->ofs;
+        struct dp_packet *rp;
+        int len;
+
+        if (i >= g->n_data) {
+            continue;
+        }
+        len = gpu_parity_pkt_from_chunk(chunk, g->cs);
+        rp = fec_packet_new(len, inst->in_port);
+        memcpy(dp_packet_data(rp), chunk + 2, len);
+        fec_emit(inst, out, rp);
+        inst->n_rebuilt++;
+    }
     inst->n_groups++;
-    g->done = true;
-    fec_group_free_bufs(inst, g);
+}
+
+/* "fec-loss": true if the link is to lose the next coded frame, 'ppm' in
+ * a million (xorshift32, seeded per decoder). */
+static bool
+fec_link_loses(struct fec_inst *inst, int ppm)
+    OVS_REQUIRES(inst->mutex)
+{
+    uint32_t x = inst->loss_rng;
+
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    inst->loss_rng = x;
+    return x % 1000000 < (uint32_t) ppm;
 }
 
 /* Returns the FEC header of 'packet', or NULL if it is not a FEC packet. */
@@ -1028,6 +1430,7 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
                  struct fec_out *out, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
+    int loss_ppm = gpu_service_test_knob(GPU_KNOB_FEC_LOSS);
     size_t n_in = dp_packet_batch_size(batch);
     struct dp_packet *packet;
 
@@ -1042,6 +1445,11 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         if (!hdr) {
             inst->n_unchanged++;
             out->pkts[out->n++] = packet;
+            continue;
+        }
+        if (OVS_UNLIKELY(loss_ppm) && fec_link_loses(inst, loss_ppm)) {
+            inst->n_link_losses++;
+            fec_drop(packet, out->may_steal);
             continue;
         }
         if (!fec_hdr_valid(hdr, len)) {
@@ -1090,20 +1498,22 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             out->pkts[out->n++] = packet;
             inst->n_packets++;
         }
-        fec_group_try_complete(inst, g, out);
+        fec_group_try_complete(inst, g, now);
     }
     fec_decode_expire(inst, now);
 }
 
 /* ------------------------------------------------------------ Executor. */
 
-/* Under load every batch is full, so an encoder's parity waits in the
- * instance, and the timer (every ~1024 PMD iterations) comes too late:
- * beyond FEC_MAX_PENDING waiting packets the oldest are dropped.  So a
- * thread that leaves parity waiting adds one to its gpu_service_n_held,
- * which gpu_ids shares (each adds and takes back its own), and the PMD
- * loop calls fec_poll() on its next iteration.  'fec_poll_armed' says
- * whether the thread added its one, however many instances wait. */
+/* Under load every batch is full, so what the services make (parity,
+ * rebuilt packets) waits in the instance, and the timer (every ~1024 PMD
+ * iterations) comes too late: beyond FEC_MAX_PENDING waiting packets the
+ * oldest are dropped.  Groups gathered for a device call or in flight
+ * must also be seen to within microseconds.  So a thread that leaves such
+ * work adds one to its gpu_service_n_held, which gpu_ids shares (each adds
+ * and takes back its own), and the PMD loop calls fec_poll() on its next
+ * iterations until none is left.  'fec_poll_armed' says whether the
+ * thread added its one, however many instances have work. */
 DEFINE_STATIC_PER_THREAD_DATA(bool, fec_poll_armed, false);
 
 static void
@@ -1117,6 +1527,16 @@ fec_poll_arm(void)
     }
 }
 
+/* Whether 'inst' has work for the poll (fec_set_deadline() says). */
+static bool
+fec_poll_work(struct fec_inst *inst)
+{
+    bool work;
+
+    atomic_read_relaxed(&inst->poll_work, &work);
+    return work;
+}
+
 static void
 fec_execute(const char *args, struct dp_packet_batch *batch,
             bool may_steal, const struct gpu_service_next *next,
@@ -1124,7 +1544,7 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct fec_inst *inst = fec_inst_find(args, encoder);
-    bool arm_poll = false;
+    long long int now = time_usec();
     struct fec_out out;
 
     if (!inst) {
@@ -1138,17 +1558,17 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     out.may_steal = may_steal;
 
     ovs_mutex_lock(&inst->mutex);
+    fec_save_next(inst, next);
     if (encoder) {
-        fec_encode_save_next(inst, next);
-        fec_encode_batch(inst, batch, &out, time_usec());
-        /* Parity that did not fit goes out from this thread's poll, if
-         * next actions are known to send it along. */
-        arm_poll = inst->n_pending && inst->has_next;
+        fec_encode_batch(inst, batch, &out, now);
     } else {
-        fec_decode_batch(inst, batch, &out, time_usec());
+        fec_decode_batch(inst, batch, &out, now);
     }
+    /* What is done goes with this batch if there is room. */
+    fec_calls_run(inst, &out, GPU_SERVICE_POLL_BUSY, now);
+    fec_set_deadline(inst);
     ovs_mutex_unlock(&inst->mutex);
-    if (arm_poll) {
+    if (fec_poll_work(inst)) {
         fec_poll_arm();
     }
 
@@ -1170,17 +1590,17 @@ static void
 fec_decode_execute(const char *args, struct dp_packet_batch *batch,
                    bool may_steal, const struct gpu_service_next *next)
 {
-    /* A decoder's timer sends nothing: it needs no next actions. */
     fec_execute(args, batch, may_steal, next, false);
 }
 
 /* With 'inst''s mutex held, which it releases: sends what waits along the
  * saved next actions, if 'emitter' can execute them (they belong to its
  * datapath), else leaves it waiting.  The mutex is released first, since
- * those actions may lead to this or another service instance. */
-static void
-fec_encode_send_pending(struct fec_inst *inst,
-                        const struct gpu_service_emitter *emitter)
+ * those actions may lead to this or another service instance.  Returns
+ * true if work for the poll is left. */
+static bool
+fec_send_pending(struct fec_inst *inst,
+                 const struct gpu_service_emitter *emitter)
     OVS_RELEASES(inst->mutex)
 {
     bool can_send = inst->has_next && inst->next_dp == emitter->dp;
@@ -1188,12 +1608,15 @@ fec_encode_send_pending(struct fec_inst *inst,
     struct dp_packet **pkts = NULL;
     struct flow *flow = NULL;
     size_t n = 0;
+    bool work;
 
     if (can_send && inst->n_pending) {
         n = inst->n_pending;
         pkts = xmemdup(inst->pending, n * sizeof *pkts);
         inst->n_pending = 0;
-        inst->n_parity += n;
+        if (inst->encoder) {
+            inst->n_parity += n;
+        }
         next.dp = inst->next_dp;
         next.actions = (const struct nlattr *)
                        xmemdup(inst->next_actions, inst->next_actions_len);
@@ -1203,7 +1626,8 @@ fec_encode_send_pending(struct fec_inst *inst,
         }
         next.flow = flow;
     }
-    fec_encode_set_deadline(inst);
+    fec_set_deadline(inst);
+    work = fec_poll_work(inst);
     ovs_mutex_unlock(&inst->mutex);
 
     for (size_t i = 0; i < n; i += NETDEV_MAX_BURST) {
@@ -1220,36 +1644,51 @@ fec_encode_send_pending(struct fec_inst *inst,
         free(CONST_CAST(struct nlattr *, next.actions));
         free(flow);
     }
+    return work;
 }
 
-/* The encoder's timer, with 'inst''s mutex held, which it releases: closes
- * a timed-out group and sends what waits (its parity first of all) along
- * the saved next actions, if 'emitter' can execute them. */
+/* The timer, with 'inst''s mutex held, which it releases: closes a
+ * timed-out encoder group or gives up timed-out decoder groups, submits
+ * gathered groups that waited long enough, and sends what waits (done
+ * calls' packets first) along the saved next actions, if 'emitter' can
+ * execute them. */
 static void
-fec_encode_timer(struct fec_inst *inst,
-                 const struct gpu_service_emitter *emitter, long long int now)
+fec_timer(struct fec_inst *inst, const struct gpu_service_emitter *emitter,
+          long long int now)
     OVS_RELEASES(inst->mutex)
 {
     if (!inst->has_next || inst->next_dp != emitter->dp) {
         /* Another datapath's actions (this thread cannot run them) are
          * forgotten, so that packets do not keep the timer due. */
         inst->has_next = false;
-        if (inst->n && now - inst->start_us >= inst->timeout_us) {
+        if (inst->encoder && inst->n
+            && now - inst->start_us >= inst->timeout_us) {
             inst->n_timeouts_held++;
         }
     }
-    fec_encode_expire(inst, NULL, now);
-    fec_encode_send_pending(inst, emitter);
+    if (inst->encoder) {
+        fec_encode_expire(inst, now);
+    } else {
+        fec_decode_expire(inst, now);
+    }
+    fec_calls_run(inst, NULL, GPU_SERVICE_POLL_BUSY, now);
+    if (fec_send_pending(inst, emitter)) {
+        /* A group the timer closed: the poll of this thread submits it
+         * (the main thread's at once, before it sleeps). */
+        fec_poll_arm();
+    }
 }
 
 /* The PMD loop's per-iteration hook (the main thread's too, at the end of
  * dpif_netdev_run()), while the thread's gpu_service_n_held is nonzero:
- * sends what waits in the encoders along their saved next actions, where
- * they belong to the emitter's datapath, as the timer does, behind the
- * data of its group, which left with its batch. */
+ * submits gathered groups that may wait no longer (at once if 'mode' says
+ * the thread is idle), sends what done calls made and what waits along
+ * the saved next actions, where they belong to the emitter's datapath,
+ * behind the data of its group, which left with its batch.  With
+ * GPU_SERVICE_POLL_FINISH, waits for every call. */
 static void
 fec_poll(const struct gpu_service_emitter *emitter,
-         enum gpu_service_poll_mode mode OVS_UNUSED)
+         enum gpu_service_poll_mode mode)
 {
     bool *armed = fec_poll_armed_get();
     bool retry = false;
@@ -1259,37 +1698,37 @@ fec_poll(const struct gpu_service_emitter *emitter,
         /* Called for gpu_ids's held batches: nothing of ours waits. */
         return;
     }
-    /* Given back first: the actions run below may leave parity waiting
-     * again (a later fec_encode) and count this thread in anew. */
+    /* Given back first: the actions run below may leave work again (a
+     * later fec_encode or fec_decode) and count this thread in anew. */
     *armed = false;
     (*gpu_service_n_held_get())--;
 
     CMAP_FOR_EACH (inst, node, &instances) {
-        long long int deadline;
-
-        /* An encoder's deadline is 0 exactly when packets wait that saved
-         * next actions can send: the others cost no lock. */
-        atomic_read_relaxed(&inst->deadline_us, &deadline);
-        if (!inst->encoder || deadline) {
+        /* Instances without work cost no lock. */
+        if (!fec_poll_work(inst)) {
             continue;
         }
-        if (ovs_mutex_trylock(&inst->mutex)) {
+        if (mode == GPU_SERVICE_POLL_FINISH) {
+            ovs_mutex_lock(&inst->mutex);
+        } else if (ovs_mutex_trylock(&inst->mutex)) {
             /* Another thread codes a batch (and will flush what waits
              * into it, or count itself in) or sends: look again on the
              * next iteration rather than wait for it. */
             retry = true;
             continue;
         }
-        fec_encode_send_pending(inst, emitter);
+        fec_calls_run(inst, NULL, mode, time_usec());
+        retry |= fec_send_pending(inst, emitter);
     }
     if (retry) {
         fec_poll_arm();
     }
 }
 
-/* The periodic hook: timeouts, even without traffic.  Runs in every PMD
- * thread and the main thread, so it does nothing until the earliest
- * deadline and never waits for an instance a PMD thread holds. */
+/* The periodic hook: timeouts, even without traffic, and the fallback for
+ * what the poll does.  Runs in every PMD thread and the main thread, so
+ * it does nothing until the earliest deadline and never waits for an
+ * instance a PMD thread holds. */
 static void
 fec_timers_run(const struct gpu_service_emitter *emitter)
 {
@@ -1303,12 +1742,7 @@ fec_timers_run(const struct gpu_service_emitter *emitter)
         if (now < deadline || ovs_mutex_trylock(&inst->mutex)) {
             continue;
         }
-        if (inst->encoder) {
-            fec_encode_timer(inst, emitter, now);
-        } else {
-            fec_decode_expire(inst, now);
-            ovs_mutex_unlock(&inst->mutex);
-        }
+        fec_timer(inst, emitter, now);
     }
 }
 
@@ -1394,12 +1828,23 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       inst->n_late);
         ds_put_format(s, "  malformed (dropped): %"PRIu64"\n",
                       inst->n_malformed);
+        ds_put_format(s, "  link losses emulated: %"PRIu64"\n",
+                      inst->n_link_losses);
     }
     ds_put_format(s, "  passed unchanged: %"PRIu64"\n", inst->n_unchanged);
     ds_put_format(s, "  waiting dropped: %"PRIu64"\n",
                   inst->n_pending_dropped);
-    ds_put_format(s, "  device faults: %"PRIu64" groups coded on the CPU\n",
-                  inst->n_faults);
+    ds_put_format(s, "  device calls: %"PRIu64", groups per call: %.1f "
+                  "(most %"PRIuSIZE")\n", inst->n_calls_done,
+                  inst->n_calls_done
+                  ? (double) inst->n_call_groups / inst->n_calls_done : 0.0,
+                  inst->max_call_groups);
+    ds_put_format(s, "  calls in flight: %"PRIuSIZE" (most %"PRIuSIZE"), "
+                  "groups gathering: %"PRIuSIZE"\n", inst->n_calls,
+                  inst->max_calls, inst->gather ? inst->gather->n_groups : 0);
+    ds_put_format(s, "  device faults: %"PRIu64" groups coded on the CPU "
+                  "(%"PRIu64" calls)\n", inst->n_faults,
+                  inst->n_fault_calls);
     ds_put_format(s, "  errors: %"PRIu64"\n", inst->n_errors);
     ovs_mutex_unlock(&inst->mutex);
 }

@@ -31,9 +31,15 @@
 #              (two bridges joined by patch ports) with the trace sent
 #              once and p1's frames kept: they must be the input's, byte
 #              for byte and in order.
-#   fec        fec_encode(k=10,m=4),fec_decode(): parity made and
-#              stripped; nothing is lost between them here (losses need
-#              a link that drops, not yet in this script).
+#   fec        fec_encode(k=10,m=4),fec_decode() with 1% of the coded
+#              frames lost between them (gpu/inject-fault fec-loss 10000,
+#              test and benchmark only: fec_decode discards them,
+#              pseudo-randomly, before decoding): "out" is the goodput;
+#              the checks give the frames the link lost, the packets
+#              rebuilt, the groups lost, and a corruption check: for
+#              another second p1's traffic goes to a pcap port instead and
+#              every frame delivered must be one of the input's, byte for
+#              byte.
 #   index      gpu_index(store=bench): records kept and lost (ring
 #              full), then the time of a query over what was recorded.
 #
@@ -165,48 +171,21 @@ checks() {
             echo "$s" | awk '
                 /^fec_encode/ { w = "enc" } /^fec_decode/ { w = "dec" }
                 w == "enc" && /parity sent:/ { p = $3 }
+                w == "enc" && /groups per call:/ { g = $7 }
                 w == "dec" && /packets passed:/ { d = $3 }
+                w == "dec" && /link losses emulated:/ { x = $4 }
+                w == "dec" && /packets rebuilt:/ { r = $3 }
                 w == "dec" && /groups lost:/ { l = $3 }
                 /^  errors:/ { e += $2 }
-                END { printf "parity %s passed %s lost-groups %s errors %s",
-                      p, d, l, e }' ;;
+                END { printf "parity %s (%s groups/call) passed %s " \
+                      "link-lost %s rebuilt %s lost-groups %s errors %s",
+                      p, g, d, x, r, l, e }' ;;
         index)
             s=$(ovs-appctl gpu-index/show bench)
             echo "$s" | awk '/packets:.*submitted/ {
                 printf "recorded %s lost %s", $4, $6 }' | tr -d , ;;
         none) echo "-" ;;
     esac
-}
-
-# same_frames IN OUT FAILED: whether pcap OUT holds the frames of pcap IN,
-# byte for byte and in order (one PMD keeps the order of one port), but
-# for FAILED of them: the datapath's upcalls fail for the first packets
-# of a port that ofproto does not know yet (pmd-stats-show's "miss with
-# failed upcall"), which no service can help.
-same_frames() {
-    python3 -c "
-import struct, sys
-def frames(path):
-    f = open(path, 'rb'); f.read(24); out = []
-    while True:
-        h = f.read(16)
-        if len(h) < 16: return out
-        out.append(f.read(struct.unpack('<IIII', h)[2]))
-a, b, failed = frames(sys.argv[1]), frames(sys.argv[2]), int(sys.argv[3])
-i = same = 0
-for x in b:
-    while i < len(a) and a[i] != x:
-        i += 1
-    if i == len(a):
-        break
-    same += 1
-    i += 1
-ok = same == len(b) and len(a) - len(b) == failed
-print('%d of %d frames out, %s; %d failed upcalls%s' % (len(b), len(a),
-      'identical and in order' if same == len(b)
-      else 'only %d in order and identical' % same, failed,
-      '' if ok else ': MISMATCH'))
-sys.exit(not ok)" "$1" "$2" "$3"
 }
 
 # verify_re BACKEND: re_encode on br0 and re_decode on br1, two bridges
@@ -257,8 +236,27 @@ cache=64M),output:p1"
                           END { print n + 0 }')
     stop_switch
     printf '%-10s %-5s two bridges, %s: %s\n' re "$1" "$chk" \
-        "$(same_frames "$RUN/text.pcap" "$RUN/re-out.pcap" $failed)" \
+        "$("$SRC/scripts/pcap-compare.py" same "$RUN/text.pcap" \
+           "$RUN/re-out.pcap" $failed)" \
         | tee -a ${OUTFILE:+"$OUTFILE"}
+}
+
+# fec_corruption PCAP: sends p1's traffic to a pcap port for a second
+# and prints how many of the frames delivered are not, byte for byte, a
+# frame of PCAP (the input): what a wrong rebuild would deliver.
+fec_corruption() {
+    local out=$RUN/fec-out.pcap
+    rm -f "$out"
+    ovs-vsctl add-port br0 p2 -- set Interface p2 type=dpdk \
+        options:dpdk-devargs="net_pcap9,tx_pcap=$out"
+    ovs-ofctl del-flows br0
+    ovs-ofctl add-flow br0 "in_port=p0,actions=$(actions fec | \
+        sed 's/output:p1$/output:p2/')"
+    sleep 1
+    ovs-ofctl del-flows br0
+    sleep 0.5
+    ovs-vsctl del-port br0 p2
+    "$SRC/scripts/pcap-compare.py" corrupt "$1" "$out" || true
 }
 
 # query_time: the wall time of a query over the recorded packets, and
@@ -311,6 +309,9 @@ for service in $SERVICES; do
                 $i)
             ovs-ofctl add-flow br0 "in_port=$(src_port $i),actions=$a"
         done
+        if test $service = fec && test $backend != none; then
+            ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null
+        fi
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
@@ -322,6 +323,9 @@ for service in $SERVICES; do
         chk=$(checks $(test $backend = none && echo none || echo $service))
         if test $service = index && test $backend != none; then
             chk="$chk; $(query_time)"
+        fi
+        if test $service = fec && test $backend != none; then
+            chk="$chk; $(fec_corruption "$pcap")"
         fi
         test $backend = none && lat=-
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \

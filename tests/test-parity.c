@@ -948,6 +948,121 @@ test_packets(void **state)
                   rebuilt);
 }
 
+/* Several groups of one code laid side by side (gpu-parity.h) and coded
+ * in one asynchronous call give every group the parity it gets alone, and
+ * one rebuild call gives back every group's lost packets: what
+ * fec_encode and fec_decode gather their groups into. */
+static void
+test_groups_side_by_side(void **state)
+{
+    unsigned int calls = 0, n_groups = 0;
+
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        struct rng r = rng_for(9, b);
+
+        for (int c = 0; c < 40; c++) {
+            unsigned int k = 1 + rng_below(&r, 12), m = 1 + rng_below(&r, 4);
+            unsigned int w = min_w(k + m), ps = 8, n = k + m;
+            unsigned int G = 1 + rng_below(&r, 9);
+            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            uint8_t *pkts[16][GPU_PARITY_MAX_CHUNKS];
+            size_t lens[16][GPU_PARITY_MAX_CHUNKS], cs[16], off[16];
+            uint8_t *alone[16][GPU_PARITY_MAX_CHUNKS];
+            uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];
+            struct gpu_parity_batch *batch;
+            size_t total = 0, got;
+            int erasures[GPU_PARITY_MAX_CHUNKS];
+            unsigned int n_erased = 0;
+            uint8_t *mem;
+
+            for (unsigned int g = 0; g < G; g++) {
+                size_t max_len = 0;
+
+                for (unsigned int i = 0; i < k; i++) {
+                    /* Each group its own lengths, so its own chunk
+                     * size. */
+                    lens[g][i] = rng_below(&r, 1 + rng_below(&r, 1500));
+                    pkts[g][i] = malloc(lens[g][i] + 1);
+                    fill_random(&r, pkts[g][i], lens[g][i]);
+                    max_len = lens[g][i] > max_len ? lens[g][i] : max_len;
+                }
+                cs[g] = gpu_parity_pkt_chunk_size(pc, max_len);
+                off[g] = total;
+                total += cs[g];
+                for (unsigned int j = 0; j < m; j++) {
+                    alone[g][j] = malloc(cs[g]);
+                }
+                assert_int_equal(gpu_parity_pkt_encode(
+                                     pc, (const uint8_t *const *) pkts[g],
+                                     lens[g], alone[g], cs[g], &got),
+                                 GPU_OK);
+                assert_int_equal(got, cs[g]);
+            }
+            mem = gpu_host_alloc(n * total);
+            assert_non_null(mem);
+            for (unsigned int i = 0; i < n; i++) {
+                chunks[i] = mem + (size_t) i * total;
+            }
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int i = 0; i < k; i++) {
+                    gpu_parity_pkt_to_chunk(chunks[i] + off[g], cs[g],
+                                            pkts[g][i], lens[g][i]);
+                }
+            }
+            assert_int_equal(gpu_parity_batch_create(pc, total, &batch),
+                             GPU_OK);
+            assert_int_equal(gpu_parity_encode_submit(
+                                 batch, NULL,
+                                 (const uint8_t *const *) chunks,
+                                 chunks + k, total), GPU_OK);
+            assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int j = 0; j < m; j++) {
+                    assert_memory_equal(chunks[k + j] + off[g], alone[g][j],
+                                        cs[g]);
+                }
+            }
+
+            /* Every group loses the same chunks, up to m, data or parity:
+             * one call rebuilds them all. */
+            for (unsigned int i = 0; i < n && n_erased < m; i++) {
+                if (!rng_below(&r, 3)) {
+                    erasures[n_erased++] = i;
+                    memset(chunks[i], 0xa5, total);
+                }
+            }
+            assert_int_equal(gpu_parity_decode_submit(batch, NULL, chunks,
+                                                      chunks + k, erasures,
+                                                      n_erased, total),
+                             GPU_OK);
+            assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int i = 0; i < k; i++) {
+                    const uint8_t *chunk = chunks[i] + off[g];
+                    int len = gpu_parity_pkt_from_chunk(chunk, cs[g]);
+
+                    assert_int_equal(len, lens[g][i]);
+                    assert_memory_equal(chunk + 2, pkts[g][i], len);
+                    free(pkts[g][i]);
+                }
+                for (unsigned int j = 0; j < m; j++) {
+                    assert_memory_equal(chunks[k + j] + off[g], alone[g][j],
+                                        cs[g]);
+                    free(alone[g][j]);
+                }
+            }
+            gpu_parity_batch_destroy(batch);
+            gpu_host_free(mem);
+            gpu_parity_destroy(pc);
+            calls++;
+            n_groups += G;
+        }
+    }
+    print_message("  %u calls of %u groups side by side\n", calls,
+                  n_groups);
+}
+
 int
 main(void)
 {
@@ -986,6 +1101,7 @@ main(void)
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_auto_backend),
         cmocka_unit_test(test_packets),
+        cmocka_unit_test(test_groups_side_by_side),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {

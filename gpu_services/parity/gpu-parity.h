@@ -261,6 +261,28 @@ int gpu_parity_pkt_decode(struct gpu_parity *, const uint8_t *const *pkts,
                           const size_t *lens, uint8_t *const *out,
                           size_t *out_lens);
 
+/* Writes packet 'pkt' ('len' bytes, 'len' + 2 <= 'chunk_size') as the
+ * chunk the helpers above code: its length, its bytes, zeros. */
+void gpu_parity_pkt_to_chunk(uint8_t *chunk, size_t chunk_size,
+                             const uint8_t *pkt, size_t len);
+
+/* The length of the packet a (rebuilt) chunk of 'chunk_size' bytes holds,
+ * its bytes at 'chunk' + 2; or GPU_PARITY_ERR_PACKET if the length cannot
+ * be (corrupt or mismatched parity). */
+int gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size);
+
+/* ---- Several groups in one call. ----
+ *
+ * Coding works on each block of w * packetsize bytes of the chunks
+ * independently: block b of a parity chunk depends only on block b of the
+ * data chunks.  So the chunks of several groups of one code (k, m) can be
+ * coded (and rebuilt, if they lost the same chunks) in one call by laying
+ * them side by side: chunk i of the call is chunk i of the first group,
+ * then chunk i of the second, and so on, each group's chunk size its own
+ * (a multiple of w * packetsize); every group's parity is then at the
+ * same place in the call's parity chunks.  tests/test-parity.c checks
+ * this against coding each group alone. */
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,16 +35,17 @@
 #define STRETCH 64
 
 static void
-xor_sources(uint8_t *dst, const uint8_t *const *srcs, size_t n, size_t len)
+xor_sources(uint8_t *dst, const uint8_t *const *srcs, size_t n, size_t off,
+            size_t len)
 {
     size_t i = 0;
 
     for (; i + STRETCH <= len; i += STRETCH) {
         uint64_t acc[STRETCH / 8], v[STRETCH / 8];
 
-        memcpy(acc, srcs[0] + i, STRETCH);
+        memcpy(acc, srcs[0] + off + i, STRETCH);
         for (size_t s = 1; s < n; s++) {
-            memcpy(v, srcs[s] + i, STRETCH);
+            memcpy(v, srcs[s] + off + i, STRETCH);
             for (int x = 0; x < STRETCH / 8; x++) {
                 acc[x] = gpu_parity_step64(acc[x], v[x], UINT64_MAX);
             }
@@ -54,42 +55,52 @@ xor_sources(uint8_t *dst, const uint8_t *const *srcs, size_t n, size_t len)
     for (; i < len; i += 8) {
         uint64_t acc, v;
 
-        memcpy(&acc, srcs[0] + i, 8);
+        memcpy(&acc, srcs[0] + off + i, 8);
         for (size_t s = 1; s < n; s++) {
-            memcpy(&v, srcs[s] + i, 8);
+            memcpy(&v, srcs[s] + off + i, 8);
             acc ^= v;
         }
         memcpy(dst + i, &acc, 8);
     }
 }
 
+/* Bytes of a chunk coded row by row before the next stretch: the rows of
+ * one block are far apart in a chunk, so a tile keeps the stretch of
+ * every input in the cache while all rows are made from it. */
+#define TILE 4096
+
 void
 gpu_parity_cpu_apply(const struct parity_plan *p, unsigned int packetsize,
                      const uint8_t *const *in, uint8_t *const *out,
                      size_t size)
 {
-    unsigned int w = p->w, o, r;
-    size_t block = (size_t) w * packetsize, off;
+    unsigned int w = p->w;
+    size_t block = (size_t) w * packetsize;
+    size_t tile = TILE > block ? TILE / block * block : block;
     const uint8_t *srcs[GPU_PARITY_MAX_CHUNKS * GPU_PARITY_MAX_W];
 
-    for (off = 0; off < size; off += block) {
-        for (o = 0; o < p->n_out; o++) {
-            for (r = 0; r < w; r++) {
-                size_t row = (size_t) o * w + r;
-                uint8_t *dst = out[o] + off + (size_t) r * packetsize;
-                uint32_t s = p->src_start[row], e = p->src_start[row + 1];
-                size_t n = 0;
+    /* The sources of a row are the same in every block, at the same
+     * offset from the block's start: found once per row and tile (the
+     * fec services' packetsize of 8 makes blocks of 8 to 64 bytes, where
+     * finding them per block cost more than the XORs). */
+    for (size_t t0 = 0; t0 < size; t0 += tile) {
+        size_t t1 = t0 + tile < size ? t0 + tile : size;
 
-                for (; s < e; s++) {
-                    unsigned int c = p->srcs[s];
+        for (size_t row = 0; row < (size_t) p->n_out * w; row++) {
+            uint8_t *dst = out[row / w] + (row % w) * packetsize;
+            uint32_t s = p->src_start[row], e = p->src_start[row + 1];
+            size_t n = 0;
 
-                    srcs[n++] = in[c / w] + off
-                                + (size_t) (c % w) * packetsize;
-                }
+            for (; s < e; s++) {
+                unsigned int c = p->srcs[s];
+
+                srcs[n++] = in[c / w] + (size_t) (c % w) * packetsize;
+            }
+            for (size_t off = t0; off < t1; off += block) {
                 if (n) {
-                    xor_sources(dst, srcs, n, packetsize);
+                    xor_sources(dst + off, srcs, n, off, packetsize);
                 } else {
-                    memset(dst, 0, packetsize);
+                    memset(dst + off, 0, packetsize);
                 }
             }
         }

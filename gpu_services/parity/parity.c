@@ -1179,10 +1179,9 @@ gpu_parity_pkt_chunk_size(const struct gpu_parity *pc, size_t max_len)
     return (max_len + 2 + unit - 1) / unit * unit;
 }
 
-/* Writes packet 'pkt' as a coded chunk: length, bytes, zeros. */
-static void
-pkt_to_chunk(uint8_t *chunk, size_t chunk_size, const uint8_t *pkt,
-             size_t len)
+void
+gpu_parity_pkt_to_chunk(uint8_t *chunk, size_t chunk_size,
+                        const uint8_t *pkt, size_t len)
 {
     chunk[0] = len >> 8;
     chunk[1] = len;
@@ -1190,6 +1189,14 @@ pkt_to_chunk(uint8_t *chunk, size_t chunk_size, const uint8_t *pkt,
         memcpy(chunk + 2, pkt, len);
     }
     memset(chunk + 2 + len, 0, chunk_size - 2 - len);
+}
+
+int
+gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size)
+{
+    size_t len = (size_t) chunk[0] << 8 | chunk[1];
+
+    return len + 2 <= chunk_size ? (int) len : GPU_PARITY_ERR_PACKET;
 }
 
 int
@@ -1223,7 +1230,8 @@ gpu_parity_pkt_encode(struct gpu_parity *pc, const uint8_t *const *pkts,
         return GPU_ERR_NOMEM;
     }
     for (i = 0; i < k; i++) {
-        pkt_to_chunk(scratch + (size_t) i * cs, cs, pkts[i], lens[i]);
+        gpu_parity_pkt_to_chunk(scratch + (size_t) i * cs, cs, pkts[i],
+                                lens[i]);
         data[i] = scratch + (size_t) i * cs;
     }
     error = gpu_parity_encode(pc, data, parity, cs);
@@ -1294,7 +1302,7 @@ gpu_parity_pkt_decode(struct gpu_parity *pc, const uint8_t *const *pkts,
     for (i = 0; i < k; i++) {
         data[i] = scratch + (size_t) i * cs;
         if (pkts[i]) {
-            pkt_to_chunk(data[i], cs, pkts[i], lens[i]);
+            gpu_parity_pkt_to_chunk(data[i], cs, pkts[i], lens[i]);
         }
     }
     for (i = 0; i < m; i++) {
@@ -1304,13 +1312,7 @@ gpu_parity_pkt_decode(struct gpu_parity *pc, const uint8_t *const *pkts,
     error = decode_sync(pc, data, parity, erased, want, cs);
     if (!error) {
         for (i = 0; i < k; i++) {
-            size_t len;
-
-            if (!want[i]) {
-                continue;
-            }
-            len = (size_t) data[i][0] << 8 | data[i][1];
-            if (len + 2 > cs) {
+            if (want[i] && gpu_parity_pkt_from_chunk(data[i], cs) < 0) {
                 error = refuse(pc, GPU_PARITY_ERR_PACKET);
                 break;
             }
@@ -1319,7 +1321,7 @@ gpu_parity_pkt_decode(struct gpu_parity *pc, const uint8_t *const *pkts,
     if (!error) {
         for (i = 0; i < k; i++) {
             if (want[i]) {
-                size_t len = (size_t) data[i][0] << 8 | data[i][1];
+                size_t len = gpu_parity_pkt_from_chunk(data[i], cs);
 
                 memcpy(out[i], data[i] + 2, len);
                 out_lens[i] = len;
