@@ -1018,6 +1018,82 @@ test_store_rotation(void **state)
     }
 }
 
+/* The recorder writes its segments' pcap itself, in large writes: the
+ * bytes must be what libpcap's dumper writes for the same packets (file
+ * header, nanosecond record headers, frames cut at the snaplen), since
+ * other tools read the segments. */
+static void
+test_store_pcap_bytes(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    struct rng g = case_rng(556, 0);
+    const uint32_t n = 1500, seg = 1000;
+    uint64_t ts0 = 1700000000ull * 1000000000ull + 999999000ull;
+    struct gpu_index_recorder *r = make_recorder(tmpdir, seg, 0, 0,
+                                                 GPU_INDEX_BACKEND_CPU,
+                                                 GPU_INDEX_PLWAH);
+    static uint8_t frames[1500][600];
+    uint32_t lens[1500];
+    char path[512], ref[512];
+
+    for (uint32_t i = 0; i < n; i++) {
+        lens[i] = 14 + rng_below(&g, 586);
+        for (uint32_t j = 0; j < lens[i]; j++) {
+            frames[i][j] = rng_below(&g, 256);
+        }
+        while (!gpu_index_recorder_submit(r, frames[i], lens[i],
+                                          ts0 + i * 1000ull, 3)) {
+            usleep(100);
+        }
+    }
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_destroy(r);
+
+    for (uint32_t s = 0; s < 2; s++) {
+        pcap_t *dead = pcap_open_dead_with_tstamp_precision(
+            DLT_EN10MB, 256, PCAP_TSTAMP_PRECISION_NANO);
+        pcap_dumper_t *d;
+
+        snprintf(ref, sizeof ref, "%s.ref.pcap", tmpdir);
+        d = pcap_dump_open(dead, ref);
+        assert_non_null(d);
+        for (uint32_t i = s * seg; i < (s + 1) * seg && i < n; i++) {
+            uint64_t ts = ts0 + i * 1000ull;
+            struct pcap_pkthdr h;
+
+            h.ts.tv_sec = ts / 1000000000u;
+            h.ts.tv_usec = ts % 1000000000u;
+            h.caplen = lens[i] < 256 ? lens[i] : 256;
+            h.len = lens[i];
+            pcap_dump((u_char *) d, &h, frames[i]);
+        }
+        pcap_dump_close(d);
+        pcap_close(dead);
+
+        snprintf(path, sizeof path, "%s/seg-%016d.pcap", tmpdir, s + 1);
+        FILE *a = fopen(path, "rb"), *b = fopen(ref, "rb");
+        assert_non_null(a);
+        assert_non_null(b);
+        long pos = 0;
+        int ca, cb;
+        do {
+            ca = fgetc(a);
+            cb = fgetc(b);
+            if (ca != cb) {
+                fail_msg("segment %u differs from libpcap's at byte %ld",
+                         s + 1, pos);
+            }
+            pos++;
+        } while (ca != EOF);
+        fclose(a);
+        fclose(b);
+        unlink(ref);
+    }
+    rm_rf(tmpdir);
+    (void) state;
+}
+
 static uint64_t
 dir_bytes(const char *dir)
 {
@@ -1539,6 +1615,7 @@ main(void)
         cmocka_unit_test(test_query_syntax),
         cmocka_unit_test(test_roaring_oracle),
         cmocka_unit_test(test_store_rotation),
+        cmocka_unit_test(test_store_pcap_bytes),
         cmocka_unit_test(test_store_retention),
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_store_crash),

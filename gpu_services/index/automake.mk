@@ -35,3 +35,7 @@ bench_index_bench_CPPFLAGS = $(AM_CPPFLAGS) $(ROARING_CFLAGS)
 bench_index_bench_LDADD = $(GPU_INDEX_LIBS) $(ROARING_LIBS)
 
 EXTRA_DIST += bench/run-index-gpu.sh docs/INDEX-NOTES.md
+
+noinst_PROGRAMS += bench/recorder-bench
+bench_recorder_bench_SOURCES = bench/recorder-bench.c
+bench_recorder_bench_LDADD = $(GPU_INDEX_LIBS)

@@ -654,6 +654,30 @@ struct slot {
     uint32_t in_port, len, caplen;
 };
 
+/* One segment's records, from its first packet until its index is on
+ * disk.  There are two: the writer fills one while the indexer fsyncs
+ * the other's files and builds and writes its index, so that neither the
+ * sync nor the build (about a second for a million records on the CPU)
+ * stops the writer, whose ring holds only milliseconds of traffic. */
+struct seg_recs {
+    uint64_t seq;
+    int pcap_fd, ports_fd;      /* -1: no segment. */
+    struct gpu_index_record *recs;
+    uint64_t *offs;
+    uint32_t n_recs, recs_cap;
+    uint64_t first_ts;
+    uint64_t pcap_off;          /* Bytes of pcap, buffered ones included. */
+    time_t opened;
+};
+
+/* The writer's output buffers.  A write() per megabyte rather than stdio
+ * calls per record: at 3 Mpps a record has ~330 ns, and a syscall (an
+ * lseek() for every ftell() of the offset, as libpcap's dumper did) costs
+ * more than the rest of its work.  A crash loses at most the buffer, as
+ * it lost stdio's before, and recovery cuts off the torn record. */
+#define WRITER_PCAP_BUF (1u << 20)
+#define WRITER_PORTS_BUF 16384
+
 struct gpu_index_recorder {
     struct gpu_index_recorder_config cfg;
     char *dir;
@@ -675,17 +699,21 @@ struct gpu_index_recorder {
     uint64_t flush_req, flush_done;
     int flush_error;
 
-    /* The open segment (worker only). */
-    uint64_t seq;
-    pcap_t *dead;
-    pcap_dumper_t *dumper;
-    FILE *ports;                /* seg-N.ports. */
-    bool unflushed;             /* Records not yet write()n. */
-    struct gpu_index_record *recs;
-    uint64_t *offs;
-    uint32_t n_recs, recs_cap;
-    uint64_t seg_first_ts;
-    time_t seg_opened;
+    /* The open segment and its unwritten bytes (worker only). */
+    uint64_t seq;               /* The last segment number used. */
+    struct seg_recs bufs[2];
+    struct seg_recs *cur;       /* One of 'bufs'. */
+    uint8_t *pcap_buf;
+    size_t pcap_buf_len;
+    uint32_t *ports_buf;
+    size_t ports_buf_n;
+
+    /* Indexer, under 'mutex'. */
+    pthread_t indexer;
+    pthread_cond_t idx_cond;    /* 'closing' changed, or 'idx_stop'. */
+    struct seg_recs *closing;   /* The indexer's, until it is done. */
+    int index_error;            /* The last segment's. */
+    bool idx_stop;
 
     /* Counters (atomic). */
     uint64_t submitted, dropped, recorded, segments_written,
@@ -771,8 +799,11 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
     return true;
 }
 
+/* Deletes segments beyond the retention limits, oldest first, never one
+ * newer than 'newest' (the writer's open segment, whose index does not
+ * exist yet), and counts the bytes on disk.  Indexer (or create) only. */
 static void
-apply_retention(struct gpu_index_recorder *r)
+apply_retention(struct gpu_index_recorder *r, uint64_t newest)
 {
     struct seg_entry *segs;
     uint64_t total = 0, pcap = 0, idx = 0;
@@ -792,8 +823,7 @@ apply_retention(struct gpu_index_recorder *r)
         bool big = r->cfg.retention_bytes && total > r->cfg.retention_bytes;
         char path[1024];
 
-        /* Never the segment being written. */
-        if ((!old && !big) || (r->dumper && segs[i].seq == r->seq)) {
+        if ((!old && !big) || segs[i].seq > newest) {
             pcap += segs[i].pcap_bytes;
             idx += segs[i].idx_bytes;
             continue;
@@ -814,44 +844,71 @@ apply_retention(struct gpu_index_recorder *r)
     free(segs);
 }
 
+/* Writes all of 'buf' to 'fd'.  A failed write loses those records from
+ * the file (a full disk); it is said once per failure on stderr, as the
+ * dumper's errors never were. */
+static void
+write_all(int fd, const void *buf, size_t n, const char *what)
+{
+    const uint8_t *p = buf;
+
+    while (n) {
+        ssize_t w = write(fd, p, n);
+
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            fprintf(stderr, "gpu-index: writing %s: %s\n", what,
+                    w < 0 ? strerror(errno) : "no progress");
+            return;
+        }
+        p += w;
+        n -= w;
+    }
+}
+
+/* Hands the buffered records of the open segment to the kernel. */
+static void
+write_out(struct gpu_index_recorder *r)
+{
+    if (r->pcap_buf_len) {
+        write_all(r->cur->pcap_fd, r->pcap_buf, r->pcap_buf_len, "pcap");
+        r->pcap_buf_len = 0;
+    }
+    if (r->ports_buf_n) {
+        write_all(r->cur->ports_fd, r->ports_buf,
+                  r->ports_buf_n * sizeof *r->ports_buf, "ports");
+        r->ports_buf_n = 0;
+    }
+}
+
+/* The indexer's part of closing segment 's': the pcap is complete and on
+ * disk before its index exists. */
 static int
-close_segment(struct gpu_index_recorder *r)
+index_segment(struct gpu_index_recorder *r, struct seg_recs *s)
 {
     struct gpu_index_segment_index *seg = &r->seg;
     char path[1024], err[512];
-    FILE *f;
     int error;
     double t0;
 
-    if (!r->dumper) {
-        return GPU_OK;
-    }
-    /* The pcap is complete and on disk before its index exists. */
-    f = pcap_dump_file(r->dumper);
-    pcap_dump_flush(r->dumper);
-    fsync(fileno(f));
-    pcap_dump_close(r->dumper);
-    pcap_close(r->dead);
-    r->dumper = NULL;
-    r->dead = NULL;
-    if (r->ports) {
-        fflush(r->ports);
-        fsync(fileno(r->ports));
-        fclose(r->ports);
-        r->ports = NULL;
-    }
-    r->unflushed = false;
+    fsync(s->pcap_fd);
+    close(s->pcap_fd);
+    fsync(s->ports_fd);
+    close(s->ports_fd);
+    s->pcap_fd = s->ports_fd = -1;
 
     t0 = gpu_index_now_ms();
-    error = gpu_index_segment_index_build(r->builder, r->recs, r->n_recs,
+    error = gpu_index_segment_index_build(r->builder, s->recs, s->n_recs,
                                           r->cfg.encoding, seg);
     add(&r->build_ns, (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
-    add(&r->build_rows, r->n_recs);
+    add(&r->build_rows, s->n_recs);
     if (!error) {
-        seg_path(path, sizeof path, r->dir, r->seq, "idx");
-        error = gpu_index_file_write(path, seg, r->offs, r->seg_first_ts,
-                                     r->n_recs
-                                     ? r->recs[r->n_recs - 1].ts_ns : 0,
+        seg_path(path, sizeof path, r->dir, s->seq, "idx");
+        error = gpu_index_file_write(path, seg, s->offs, s->first_ts,
+                                     s->n_recs
+                                     ? s->recs[s->n_recs - 1].ts_ns : 0,
                                      err, sizeof err);
         if (error) {
             fprintf(stderr, "gpu-index: %s\n", err);
@@ -860,107 +917,206 @@ close_segment(struct gpu_index_recorder *r)
     if (!error) {
         /* The index holds the ports now; without it, recovery at the
          * next start still has them. */
-        seg_path(path, sizeof path, r->dir, r->seq, "ports");
+        seg_path(path, sizeof path, r->dir, s->seq, "ports");
         unlink(path);
         add(&r->segments_written, 1);
     }
-    r->n_recs = 0;
-    apply_retention(r);
+    s->n_recs = 0;
+    apply_retention(r, s->seq);
     return error;
+}
+
+static void *
+indexer(void *r_)
+{
+    struct gpu_index_recorder *r = r_;
+
+    pthread_mutex_lock(&r->mutex);
+    for (;;) {
+        while (!r->closing && !r->idx_stop) {
+            pthread_cond_wait(&r->idx_cond, &r->mutex);
+        }
+        if (!r->closing) {
+            break;
+        }
+        struct seg_recs *s = r->closing;
+        pthread_mutex_unlock(&r->mutex);
+        int error = index_segment(r, s);
+        pthread_mutex_lock(&r->mutex);
+        r->index_error = error;
+        r->closing = NULL;
+        pthread_cond_broadcast(&r->idx_cond);
+    }
+    pthread_mutex_unlock(&r->mutex);
+    return NULL;
+}
+
+/* Stops the indexer, once it has written what it was given. */
+static void
+stop_indexer(struct gpu_index_recorder *r)
+{
+    pthread_mutex_lock(&r->mutex);
+    r->idx_stop = true;
+    pthread_cond_broadcast(&r->idx_cond);
+    pthread_mutex_unlock(&r->mutex);
+    pthread_join(r->indexer, NULL);
+}
+
+/* Closes the open segment, if any: writes out its buffers and hands it to
+ * the indexer, waiting only if the indexer still has the previous one
+ * (then the indexer is the bound, and the ring fills meanwhile).  Returns
+ * true if there was a segment. */
+static bool
+close_segment(struct gpu_index_recorder *r)
+{
+    struct seg_recs *s = r->cur;
+
+    if (s->pcap_fd < 0) {
+        return false;
+    }
+    write_out(r);
+    pthread_mutex_lock(&r->mutex);
+    while (r->closing) {
+        pthread_cond_wait(&r->idx_cond, &r->mutex);
+    }
+    r->closing = s;
+    r->cur = s == &r->bufs[0] ? &r->bufs[1] : &r->bufs[0];
+    pthread_cond_broadcast(&r->idx_cond);
+    pthread_mutex_unlock(&r->mutex);
+    return true;
+}
+
+/* Waits until the indexer has written every segment handed to it. */
+static int
+wait_indexer(struct gpu_index_recorder *r)
+{
+    int error;
+
+    pthread_mutex_lock(&r->mutex);
+    while (r->closing) {
+        pthread_cond_wait(&r->idx_cond, &r->mutex);
+    }
+    error = r->index_error;
+    pthread_mutex_unlock(&r->mutex);
+    return error;
+}
+
+static int
+open_file(const char *dir, uint64_t seq, const char *suffix)
+{
+    char path[1024];
+    int fd;
+
+    seg_path(path, sizeof path, dir, seq, suffix);
+    /* 0666 less the umask, as the fopen() of libpcap and stdio gave. */
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "gpu-index: %s: %s\n", path, strerror(errno));
+    }
+    return fd;
 }
 
 static int
 open_segment(struct gpu_index_recorder *r, uint64_t ts_ns)
 {
-    char path[1024];
+    struct seg_recs *s = r->cur;
+    /* libpcap's file header for nanosecond Ethernet captures, in this
+     * host's byte order: magic, version 2.4, zone, sigfigs, snaplen,
+     * link type. */
+    uint32_t gh[6] = { 0xa1b23c4d, 2 | 4 << 16, 0, 0, r->cfg.snaplen, 1 };
 
     r->seq++;
-    seg_path(path, sizeof path, r->dir, r->seq, "pcap");
-    r->dead = pcap_open_dead_with_tstamp_precision(
-        DLT_EN10MB, r->cfg.snaplen, PCAP_TSTAMP_PRECISION_NANO);
-    if (!r->dead) {
-        return GPU_ERR_NOMEM;
-    }
-    r->dumper = pcap_dump_open(r->dead, path);
-    if (!r->dumper) {
-        fprintf(stderr, "gpu-index: %s: %s\n", path, pcap_geterr(r->dead));
-        pcap_close(r->dead);
-        r->dead = NULL;
+    s->pcap_fd = open_file(r->dir, r->seq, "pcap");
+    if (s->pcap_fd < 0) {
         return GPU_ERR_INVALID;
     }
-    seg_path(path, sizeof path, r->dir, r->seq, "ports");
-    r->ports = fopen(path, "wb");
-    if (!r->ports) {
-        fprintf(stderr, "gpu-index: %s: %s\n", path, strerror(errno));
-        pcap_dump_close(r->dumper);
-        pcap_close(r->dead);
-        r->dumper = NULL;
-        r->dead = NULL;
+    s->ports_fd = open_file(r->dir, r->seq, "ports");
+    if (s->ports_fd < 0) {
+        close(s->pcap_fd);
+        s->pcap_fd = -1;
         return GPU_ERR_INVALID;
     }
-    r->n_recs = 0;
-    r->seg_first_ts = ts_ns;
-    r->seg_opened = time(NULL);
+    memcpy(r->pcap_buf, gh, sizeof gh);
+    r->pcap_buf_len = sizeof gh;
+    s->seq = r->seq;
+    s->pcap_off = sizeof gh;
+    s->n_recs = 0;
+    s->first_ts = ts_ns;
+    s->opened = time(NULL);
     return GPU_OK;
 }
 
-/* Makes room for record 'n' in 'r->recs' and 'r->offs'.  Returns true if
- * there is none (no memory). */
+/* Makes room for record 'n' in 's'.  Returns true if there is none (no
+ * memory). */
 static bool
-recs_make_room(struct gpu_index_recorder *r, uint32_t n)
+recs_make_room(struct seg_recs *s, uint32_t n)
 {
-    if (n == r->recs_cap) {
-        uint32_t cap = r->recs_cap ? 2 * r->recs_cap : 1024;
-        struct gpu_index_record *nr = realloc(r->recs, cap * sizeof *nr);
-        uint64_t *no = realloc(r->offs, cap * sizeof *no);
+    if (n == s->recs_cap) {
+        uint32_t cap = s->recs_cap ? 2 * s->recs_cap : 1024;
+        struct gpu_index_record *nr = realloc(s->recs, cap * sizeof *nr);
+        uint64_t *no = realloc(s->offs, cap * sizeof *no);
 
-        r->recs = nr ? nr : r->recs;
-        r->offs = no ? no : r->offs;
+        s->recs = nr ? nr : s->recs;
+        s->offs = no ? no : s->offs;
         if (!nr || !no) {
             return true;
         }
-        r->recs_cap = cap;
+        s->recs_cap = cap;
     }
     return false;
 }
 
-static void
-record_one(struct gpu_index_recorder *r, const struct slot *s,
+/* Records one packet.  Returns false if it was dropped (and counted). */
+static bool
+record_one(struct gpu_index_recorder *r, const struct slot *sl,
            const uint8_t *data)
 {
-    struct pcap_pkthdr h;
     struct gpu_index_record *rec;
+    struct seg_recs *s = r->cur;
+    uint32_t h[4];
 
-    if (r->dumper && r->cfg.segment_seconds
-        && s->ts_ns >= r->seg_first_ts
-                       + r->cfg.segment_seconds * 1000000000ull) {
+    if (s->pcap_fd >= 0 && r->cfg.segment_seconds
+        && sl->ts_ns >= s->first_ts
+                        + r->cfg.segment_seconds * 1000000000ull) {
+        close_segment(r);
+        s = r->cur;
+    }
+    if ((s->pcap_fd < 0 && open_segment(r, sl->ts_ns))
+        || recs_make_room(s, s->n_recs)) {
+        add(&r->dropped, 1);
+        return false;
+    }
+    if (r->pcap_buf_len + sizeof h + sl->caplen > WRITER_PCAP_BUF) {
+        write_all(s->pcap_fd, r->pcap_buf, r->pcap_buf_len, "pcap");
+        r->pcap_buf_len = 0;
+    }
+    rec = &s->recs[s->n_recs];
+    gpu_index_record_from_frame(rec, data, sl->caplen, sl->len, sl->ts_ns,
+                                sl->in_port);
+    rec->pcap_offset = s->offs[s->n_recs] = s->pcap_off;
+    s->n_recs++;
+
+    /* pcap_dump()'s record: 32-bit seconds, nanoseconds (the file's
+     * precision), captured and wire lengths. */
+    h[0] = sl->ts_ns / 1000000000u;
+    h[1] = sl->ts_ns % 1000000000u;
+    h[2] = sl->caplen;
+    h[3] = sl->len;
+    memcpy(r->pcap_buf + r->pcap_buf_len, h, sizeof h);
+    memcpy(r->pcap_buf + r->pcap_buf_len + sizeof h, data, sl->caplen);
+    r->pcap_buf_len += sizeof h + sl->caplen;
+    s->pcap_off += sizeof h + sl->caplen;
+
+    r->ports_buf[r->ports_buf_n++] = sl->in_port;
+    if (r->ports_buf_n == WRITER_PORTS_BUF) {
+        write_all(s->ports_fd, r->ports_buf, sizeof *r->ports_buf
+                  * WRITER_PORTS_BUF, "ports");
+        r->ports_buf_n = 0;
+    }
+    if (s->n_recs >= r->cfg.segment_packets) {
         close_segment(r);
     }
-    if (!r->dumper && open_segment(r, s->ts_ns)) {
-        add(&r->dropped, 1);
-        return;
-    }
-    if (recs_make_room(r, r->n_recs)) {
-        add(&r->dropped, 1);
-        return;
-    }
-    rec = &r->recs[r->n_recs];
-    gpu_index_record_from_frame(rec, data, s->caplen, s->len, s->ts_ns,
-                                s->in_port);
-    r->offs[r->n_recs] = pcap_dump_ftell64(r->dumper);
-    rec->pcap_offset = r->offs[r->n_recs];
-    r->n_recs++;
-    h.ts.tv_sec = s->ts_ns / 1000000000u;
-    h.ts.tv_usec = s->ts_ns % 1000000000u;
-    h.caplen = s->caplen;
-    h.len = s->len;
-    pcap_dump((u_char *) r->dumper, &h, data);
-    fwrite(&s->in_port, sizeof s->in_port, 1, r->ports);
-    r->unflushed = true;
-    add(&r->recorded, 1);
-    if (r->n_recs >= r->cfg.segment_packets) {
-        close_segment(r);
-    }
+    return true;
 }
 
 static void recover_store(struct gpu_index_recorder *);
@@ -974,7 +1130,7 @@ recorder_open_store(struct gpu_index_recorder *r)
     int n;
 
     recover_store(r);
-    apply_retention(r);         /* Counts what is on disk, too. */
+    apply_retention(r, UINT64_MAX);     /* Counts what is on disk, too. */
     n = list_segments(r->dir, &segs);
     if (n > 0 && segs[n - 1].seq > r->seq) {
         r->seq = segs[n - 1].seq;
@@ -1002,9 +1158,10 @@ worker(void *r_)
         }
     }
     for (;;) {
-        int got = 0;
+        int got = 0, kept = 0;
 
-        while (!atomic_load(&r->paused) && got < 4096) {
+        while (!atomic_load_explicit(&r->paused, memory_order_relaxed)
+               && got < 4096) {
             struct slot *s = &r->slots[r->deq & r->mask];
             size_t seq = atomic_load_explicit(&s->seq,
                                               memory_order_acquire);
@@ -1012,30 +1169,33 @@ worker(void *r_)
             if (seq != r->deq + 1) {
                 break;
             }
-            record_one(r, s, r->data + (r->deq & r->mask) * r->cfg.snaplen);
+            kept += record_one(r, s, r->data
+                                     + (r->deq & r->mask) * r->cfg.snaplen);
             atomic_store_explicit(&s->seq, r->deq + r->mask + 1,
                                   memory_order_release);
             r->deq++;
             got++;
         }
+        if (kept) {
+            add(&r->recorded, kept);
+        }
         if (got) {
             continue;
         }
-        if (r->unflushed) {
+        if (r->cur->pcap_fd >= 0) {
             /* Idle: hand what is recorded to the kernel, so that a crash
              * of the process loses none of it (recovery keeps it). */
-            pcap_dump_flush(r->dumper);
-            fflush(r->ports);
-            r->unflushed = false;
+            write_out(r);
         }
         pthread_mutex_lock(&r->mutex);
         if (r->flush_req != r->flush_done || atomic_load(&r->stop)) {
             uint64_t req = r->flush_req;
 
             pthread_mutex_unlock(&r->mutex);
-            int error = close_segment(r);
+            bool closed = close_segment(r);
+            int error = wait_indexer(r);
             pthread_mutex_lock(&r->mutex);
-            r->flush_error = error;
+            r->flush_error = closed ? error : GPU_OK;
             r->flush_done = req;
             pthread_cond_broadcast(&r->cond);
             if (atomic_load(&r->stop)) {
@@ -1044,8 +1204,8 @@ worker(void *r_)
             }
         }
         pthread_mutex_unlock(&r->mutex);
-        if (r->dumper && r->cfg.segment_seconds
-            && time(NULL) - r->seg_opened
+        if (r->cur->pcap_fd >= 0 && r->cfg.segment_seconds
+            && time(NULL) - r->cur->opened
                > (time_t) r->cfg.segment_seconds) {
             close_segment(r);
         }
@@ -1137,6 +1297,7 @@ static void
 recover_segment(struct gpu_index_recorder *r, uint64_t seq)
 {
     const uint32_t max_rows = r->cfg.segment_packets;
+    struct seg_recs *b = &r->bufs[0];
     char path[1024], why[512];
     uint8_t *data = NULL;
     uint32_t *ports;
@@ -1166,17 +1327,17 @@ recover_segment(struct gpu_index_recorder *r, uint64_t seq)
     while (data && n < n_ports && n < max_rows) {
         uint32_t h[4];
 
-        if (recs_make_room(r, n)) {
+        if (recs_make_room(b, n)) {
             break;
         }
         if (fread(h, 4, 4, f) != 4 || h[1] >= 1000000000u || h[2] > snaplen
             || h[2] > h[3] || fread(data, 1, h[2], f) != h[2]) {
             break;              /* Cut short, or never finished. */
         }
-        gpu_index_record_from_frame(&r->recs[n], data, h[2], h[3],
+        gpu_index_record_from_frame(&b->recs[n], data, h[2], h[3],
                                     h[0] * 1000000000ull + h[1], ports[n]);
-        r->offs[n] = end;
-        r->recs[n].pcap_offset = end;
+        b->offs[n] = end;
+        b->recs[n].pcap_offset = end;
         end += 16 + h[2];
         n++;
     }
@@ -1197,14 +1358,14 @@ recover_segment(struct gpu_index_recorder *r, uint64_t seq)
     free(ports);
     ports = NULL;
 
-    if (gpu_index_segment_index_build(r->builder, r->recs, n,
+    if (gpu_index_segment_index_build(r->builder, b->recs, n,
                                       r->cfg.encoding, &r->seg)) {
         snprintf(why, sizeof why, "its index could not be built");
         goto set_aside;
     }
     seg_path(path, sizeof path, r->dir, seq, "idx");
-    if (gpu_index_file_write(path, &r->seg, r->offs, r->recs[0].ts_ns,
-                             r->recs[n - 1].ts_ns, why, sizeof why)) {
+    if (gpu_index_file_write(path, &r->seg, b->offs, b->recs[0].ts_ns,
+                             b->recs[n - 1].ts_ns, why, sizeof why)) {
         goto set_aside;
     }
     seg_path(path, sizeof path, r->dir, seq, "ports");
@@ -1272,7 +1433,7 @@ recover_store(struct gpu_index_recorder *r)
         }
     }
     free(segs);
-    r->n_recs = 0;
+    r->bufs[0].n_recs = 0;
 }
 
 /* Creates 'dir' and its parents. */
@@ -1352,7 +1513,14 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
     r->mask = slots - 1;
     r->slots = calloc(slots, sizeof *r->slots);
     r->data = malloc(slots * cfg->snaplen);
-    if (!r->dir || !r->slots || !r->data) {
+    r->pcap_buf = malloc(WRITER_PCAP_BUF);
+    r->ports_buf = malloc(WRITER_PORTS_BUF * sizeof *r->ports_buf);
+    for (int i = 0; i < 2; i++) {
+        r->bufs[i].pcap_fd = r->bufs[i].ports_fd = -1;
+    }
+    r->cur = &r->bufs[0];
+    if (!r->dir || !r->slots || !r->data || !r->pcap_buf
+        || !r->ports_buf) {
         error = GPU_ERR_NOMEM;
         goto fail;
     }
@@ -1378,9 +1546,18 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
     }
     pthread_mutex_init(&r->mutex, NULL);
     pthread_cond_init(&r->cond, NULL);
+    pthread_cond_init(&r->idx_cond, NULL);
+    if (pthread_create(&r->indexer, NULL, indexer, r)) {
+        set_err(err, err_size, "cannot start the indexer thread");
+        error = GPU_ERR_NOMEM;
+        gpu_index_builder_destroy(r->builder);
+        gpu_index_segment_index_free(&r->seg);
+        goto fail;
+    }
     if (pthread_create(&r->thread, NULL, worker, r)) {
         set_err(err, err_size, "cannot start the worker thread");
         error = GPU_ERR_NOMEM;
+        stop_indexer(r);
         gpu_index_builder_destroy(r->builder);
         gpu_index_segment_index_free(&r->seg);
         goto fail;
@@ -1390,8 +1567,12 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
 
 fail:
     close(r->lock_fd);
-    free(r->recs);
-    free(r->offs);
+    for (int i = 0; i < 2; i++) {
+        free(r->bufs[i].recs);
+        free(r->bufs[i].offs);
+    }
+    free(r->pcap_buf);
+    free(r->ports_buf);
     free(r->recovery_log);
     free(r->dir);
     free(r->slots);
@@ -1431,12 +1612,18 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     gpu_index_recorder_flush(r);
     atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
+    stop_indexer(r);
     gpu_index_builder_destroy(r->builder);
     gpu_index_segment_index_free(&r->seg);
     pthread_mutex_destroy(&r->mutex);
     pthread_cond_destroy(&r->cond);
-    free(r->recs);
-    free(r->offs);
+    pthread_cond_destroy(&r->idx_cond);
+    for (int i = 0; i < 2; i++) {
+        free(r->bufs[i].recs);
+        free(r->bufs[i].offs);
+    }
+    free(r->pcap_buf);
+    free(r->ports_buf);
     free(r->slots);
     free(r->data);
     free(r->dir);

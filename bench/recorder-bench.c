@@ -1,0 +1,240 @@
+/*
+ * recorder-bench: how many packets per second gpu_index's recorder keeps
+ * when one producer thread (standing in for a PMD) submits the Internet
+ * mix (50% 64, 20% 576, 30% 1500-byte frames) at a given rate, without
+ * the switch: the writer thread's bound, measured alone.
+ *
+ * The producer submits batches of 32 frames (a datapath batch), paced to
+ * --rate packets per second (0: as fast as it can, so that the ring is
+ * always full and "recorded" is the writer's ceiling).  At the end the
+ * recorder is flushed (the last segment closed and indexed), and the
+ * program prints submitted, recorded, dropped, records per second kept
+ * over the run, and the flush time.  The frames are IPv4 TCP and UDP
+ * with random addresses and ports, so the indexes have real work to do.
+ *
+ * Usage: recorder-bench [--dir DIR] [--seconds S] [--rate PPS]
+ *                       [--segment N] [--ring N] [--snaplen N]
+ *                       [--backend cpu|cuda|auto] [--keep]
+ */
+#include <config.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_services/index/gpu-index.h"
+
+#define N_FRAMES 4096
+#define BATCH 32
+#define MIN(A, B) ((A) < (B) ? (A) : (B))
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t
+rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng >> 16;
+}
+
+/* Fills 'f' with an Ethernet + IPv4 + TCP or UDP frame of 'len' bytes
+ * (without FCS), random addresses and ports. */
+static void
+make_frame(uint8_t *f, uint32_t len)
+{
+    bool tcp = rnd() % 4 != 0;
+    uint32_t ip_len = len - 14;
+
+    for (uint32_t i = 0; i < len; i++) {
+        f[i] = rnd();
+    }
+    memcpy(f, "\x50\x54\x00\x00\x00\x02\x50\x54\x00\x00\x00\x01\x08\x00",
+           14);
+    f[14] = 0x45;
+    f[15] = 0;
+    f[16] = ip_len >> 8;
+    f[17] = ip_len;
+    f[20] = f[21] = 0;          /* Not a fragment. */
+    f[22] = 64;
+    f[23] = tcp ? 6 : 17;
+    f[26] = 10;                 /* 10.x.y.z -> 192.168.y.z */
+    f[30] = 192;
+    f[31] = 168;
+    if (tcp) {
+        f[46] = 0x50;           /* Data offset 5. */
+        f[47] = 1 << (rnd() % 5);
+    }
+}
+
+struct producer {
+    struct gpu_index_recorder *r;
+    double seconds, rate;
+    uint8_t *frames;
+    uint32_t lens[N_FRAMES];
+    uint64_t submitted;
+    double elapsed;
+};
+
+static void *
+produce(void *p_)
+{
+    struct producer *p = p_;
+    double t0 = now_s(), now = t0;
+    uint64_t n = 0;
+    size_t k = 0;
+
+    while (now - t0 < p->seconds) {
+        uint64_t ts = (uint64_t) (now * 1e9) + 1700000000ull * 1000000000ull;
+
+        for (int i = 0; i < BATCH; i++) {
+            gpu_index_recorder_submit(p->r, p->frames + k * 1514,
+                                      p->lens[k], ts, 1 + k % 4);
+            k = (k + 1) % N_FRAMES;
+        }
+        n += BATCH;
+        now = now_s();
+        if (p->rate > 0) {
+            /* Paced: wait (spinning, as a PMD would be busy) until this
+             * batch's time has come. */
+            while (n > (now - t0) * p->rate && now - t0 < p->seconds) {
+                now = now_s();
+            }
+        }
+    }
+    p->submitted = n;
+    p->elapsed = now - t0;
+    return NULL;
+}
+
+int
+main(int argc, char *argv[])
+{
+    struct gpu_index_recorder_config cfg;
+    struct gpu_index_recorder_stats rs;
+    struct gpu_index_recorder *r;
+    struct producer p;
+    const char *dir = "/tmp/recorder-bench";
+    bool keep = false;
+    pthread_t t;
+    char err[256], cmd[1100];
+    double mean = 0, t0;
+    int error;
+
+    gpu_index_recorder_config_init(&cfg);
+    cfg.backend = GPU_INDEX_BACKEND_CPU;
+    memset(&p, 0, sizeof p);
+    p.seconds = 5;
+    p.rate = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (!strcmp(a, "--keep")) {
+            keep = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "%s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--dir")) {
+            dir = v;
+        } else if (!strcmp(a, "--seconds")) {
+            p.seconds = atof(v);
+        } else if (!strcmp(a, "--rate")) {
+            p.rate = atof(v);
+        } else if (!strcmp(a, "--segment")) {
+            cfg.segment_packets = atoi(v);
+        } else if (!strcmp(a, "--ring")) {
+            cfg.ring_slots = atoi(v);
+        } else if (!strcmp(a, "--snaplen")) {
+            cfg.snaplen = atoi(v);
+        } else if (!strcmp(a, "--backend")) {
+            cfg.backend = (!strcmp(v, "cuda") ? GPU_INDEX_BACKEND_CUDA
+                           : !strcmp(v, "auto") ? GPU_INDEX_BACKEND_AUTO
+                           : GPU_INDEX_BACKEND_CPU);
+        } else {
+            fprintf(stderr, "unknown option %s\n", a);
+            return 2;
+        }
+    }
+
+    p.frames = malloc(N_FRAMES * 1514);
+    for (int i = 0; i < N_FRAMES; i++) {
+        uint32_t x = rnd() % 10;
+
+        /* 64, 576, 1500 bytes on the wire, less the FCS. */
+        p.lens[i] = x < 5 ? 60 : x < 7 ? 572 : 1496;
+        make_frame(p.frames + i * 1514, p.lens[i]);
+        mean += MIN(p.lens[i], cfg.snaplen);
+    }
+    mean /= N_FRAMES;
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) {
+        return 1;
+    }
+    cfg.dir = dir;
+    error = gpu_index_recorder_create(&cfg, &r, err, sizeof err);
+    if (error) {
+        fprintf(stderr, "recorder: %s\n", err);
+        return 1;
+    }
+    gpu_index_recorder_get_stats(r, &rs);
+    printf("recorder-bench: %s, %.0f s, rate %s, snaplen %u (mean %.0f "
+           "bytes kept), segment %u, ring %u, builder %s\n", dir,
+           p.seconds, p.rate > 0 ? "paced" : "max", cfg.snaplen, mean,
+           cfg.segment_packets, cfg.ring_slots, rs.backend);
+    if (p.rate > 0) {
+        printf("  target rate %.3f Mpps\n", p.rate / 1e6);
+    }
+
+    p.r = r;
+    pthread_create(&t, NULL, produce, &p);
+    pthread_join(t, NULL);
+    gpu_index_recorder_get_stats(r, &rs);
+    uint64_t recorded_at_end = rs.recorded;
+    t0 = now_s();
+    gpu_index_recorder_flush(r);
+    double flush_s = now_s() - t0;
+    gpu_index_recorder_get_stats(r, &rs);
+
+    printf("  submitted %"PRIu64" (%.3f Mpps), recorded %"PRIu64", "
+           "dropped %"PRIu64" (%.1f%% kept)\n", rs.submitted,
+           rs.submitted / p.elapsed / 1e6, rs.recorded, rs.dropped,
+           rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0);
+    printf("  kept %.3f M records/s during the run (%.0f MB/s of pcap), "
+           "flush %.2f s\n", recorded_at_end / p.elapsed / 1e6,
+           recorded_at_end * (mean + 16) / p.elapsed / 1e6, flush_s);
+    printf("  segments %"PRIu64", index build %.1f M rows/s, pcap %"PRIu64
+           " bytes, index %"PRIu64" bytes\n", rs.segments_written,
+           rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0,
+           rs.pcap_bytes, rs.index_bytes);
+    printf("RESULT kept_mrps=%.3f submitted_mpps=%.3f kept_pct=%.1f\n",
+           recorded_at_end / p.elapsed / 1e6,
+           rs.submitted / p.elapsed / 1e6,
+           rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0);
+    gpu_index_recorder_destroy(r);
+    if (!keep && system(cmd)) {
+        return 1;
+    }
+    free(p.frames);
+    return 0;
+}
