@@ -268,6 +268,9 @@ static const struct {
     [GPU_KNOB_FEC_LOSS] = { "fec-loss",
                             "fec_decode discards %d per million coded "
                             "frames" },
+    [GPU_KNOB_INDEX_QUERY_SLOW] = { "index-query-slow",
+                                    "gpu-index queries start %d "
+                                    "milliseconds late" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -322,7 +325,7 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
             || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|fec-slow US | fec-loss "
-                                        "PPM");
+                                        "PPM | index-query-slow MS");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);

@@ -189,11 +189,16 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   fec-loss PPM: fec_decode discards PPM per million of the coded frames
  *   that arrive, pseudo-randomly (seeded per decoder), before decoding:
  *   a lossy link for the benchmarks, which OpenFlow cannot make (a select
- *   group sends every packet of a flow the same way). */
+ *   group sends every packet of a flow the same way).
+ *
+ *   index-query-slow MS: every gpu-index/query waits MS milliseconds in
+ *   its thread before it runs, so that a test sees the main loop go on
+ *   while a long query runs. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_FEC_SLOW,
     GPU_KNOB_FEC_LOSS,
+    GPU_KNOB_INDEX_QUERY_SLOW,
     GPU_KNOB_N
 };
 

@@ -25,7 +25,10 @@
  * only copies frames into its staging ring (never blocking: a full ring
  * drops and counts), and the recorder's own thread writes pcap segments
  * and builds their bitmap indexes on the plugin's backend.  Queries from
- * ovs-appctl run on the compressed indexes of the segments on disk.
+ * ovs-appctl run on the compressed indexes of the segments on disk, in a
+ * thread of their own (one at a time): a query over millions of records
+ * takes seconds, which the main loop must not spend; the main thread
+ * answers the unixctl connection once the query is done.
  *
  * The PMD threads find stores by name in an RCU cmap; a changed setting
  * replaces the recorder, and the old one is flushed and freed after a
@@ -39,6 +42,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmap.h"
 #include "dirs.h"
@@ -49,6 +53,7 @@
 #include "openvswitch/vlog.h"
 #include "ovs-rcu.h"
 #include "ovs-thread.h"
+#include "seq.h"
 #include "smap.h"
 #include "timeval.h"
 #include "unixctl.h"
@@ -70,6 +75,7 @@ struct index_store {
     char *dir;
     long long int created_ms;
     struct gpu_index_recorder *recorder;
+    struct ovs_refcount ref;    /* The map's, and a running query's. */
     atomic_uint64_t logged_fallbacks;   /* Build fallbacks logged so far. */
     atomic_bool logged_recovery;        /* Its recovery log, once ready. */
 };
@@ -95,10 +101,12 @@ index_store_find(const char *name)
     return NULL;
 }
 
+/* Drops a reference to 'st' (the map's, after a grace period, or a
+ * query's), and closes the store with the last. */
 static void
 index_store_destroy(struct index_store *st)
 {
-    if (st) {
+    if (st && ovs_refcount_unref(&st->ref) == 1) {
         gpu_index_recorder_destroy(st->recorder);
         free(st->name);
         free(st->config);
@@ -289,6 +297,7 @@ index_store_create(const char *name, const char *value, const char *base,
     st->config = xstrdup(value);
     st->dir = dir;
     st->created_ms = time_wall_msec();
+    ovs_refcount_init(&st->ref);
     index_store_log_recovery(st);
     return st;
 }
@@ -422,6 +431,167 @@ gpu_index_service_set_config(const struct smap *other_config)
     ovs_mutex_unlock(&index_mutex);
 }
 
+/* ------------------------------------------------------------- Queries. */
+
+/* The query that runs, if any (one at a time).  The main thread creates
+ * it and, once 'done', answers 'conn' and frees it; the query's thread
+ * only reads its arguments and writes its results before 'done'. */
+struct index_query {
+    struct unixctl_conn *conn;
+    struct index_store *st;     /* Holds a reference. */
+    char *expr;
+    char *pcap;                 /* --pcap FILE, or NULL. */
+    uint64_t limit;
+    long long int started_ms;
+    pthread_t thread;
+
+    /* Results. */
+    char *text;                 /* The reply, or the error if 'n' < 0. */
+    int64_t n;
+    atomic_bool done;
+};
+
+static struct index_query *running_query; /* Main thread only. */
+static pthread_t main_thread;
+static struct seq *query_seq;   /* Changes when a query is done. */
+static uint64_t query_seq_seen;
+
+static void *
+index_query_main(void *q_)
+{
+    struct index_query *q = q_;
+    unsigned int n_skipped = 0;
+    size_t size = 0;
+    char err[256];
+    int slow_ms;
+    FILE *out;
+
+    /* This thread reads nothing RCU protects (the store is referenced),
+     * so it never holds up a grace period however long it runs. */
+    ovsrcu_quiesce_start();
+    slow_ms = gpu_service_test_knob(GPU_KNOB_INDEX_QUERY_SLOW);
+    if (slow_ms > 0) {
+        usleep((useconds_t) slow_ms * 1000);
+    }
+    /* Close the open segment, so that the query sees every packet
+     * recorded so far. */
+    gpu_index_recorder_flush(q->st->recorder);
+    out = open_memstream(&q->text, &size);
+    q->n = gpu_index_store_query(q->st->dir, q->expr, out, q->pcap,
+                                 q->limit, &n_skipped, err, sizeof err);
+    if (q->n >= 0) {
+        fprintf(out, "%"PRId64" packets%s", q->n,
+                q->limit && (uint64_t) q->n >= q->limit
+                ? " (limit reached)" : "");
+        if (n_skipped) {
+            fprintf(out, ", %u segments skipped", n_skipped);
+        }
+        fputc('\n', out);
+    }
+    fclose(out);
+    if (q->n < 0) {
+        free(q->text);
+        q->text = xstrdup(err);
+    }
+    atomic_store(&q->done, true);
+    seq_change(query_seq);
+    return NULL;
+}
+
+/* Main thread: answers the query that ran, once it is done. */
+static void
+index_query_finish(void)
+{
+    struct index_query *q = running_query;
+    bool done;
+
+    if (!q) {
+        return;
+    }
+    atomic_read(&q->done, &done);
+    if (!done) {
+        return;
+    }
+    xpthread_join(q->thread, NULL);
+    if (q->n < 0) {
+        unixctl_command_reply_error(q->conn, q->text);
+    } else {
+        unixctl_command_reply(q->conn, q->text);
+    }
+    VLOG_DBG("query of store %s took %lld ms", q->st->name,
+             time_msec() - q->started_ms);
+    ovsrcu_postpone(index_store_destroy, q->st);
+    free(q->text);
+    free(q->expr);
+    free(q->pcap);
+    free(q);
+    running_query = NULL;
+}
+
+/* gpu-index/query STORE EXPR [--pcap FILE] [--limit N] */
+static void
+gpu_index_query_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
+                    void *aux OVS_UNUSED)
+{
+    const char *pcap = NULL;
+    struct index_query *q;
+    struct index_store *st;
+    uint64_t limit = 0;
+
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--pcap") && i + 1 < argc) {
+            pcap = argv[++i];
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc
+                   && parse_size(argv[i + 1], &limit)) {
+            i++;
+        } else {
+            unixctl_command_reply_error(conn, "usage: gpu-index/query STORE "
+                                        "EXPR [--pcap FILE] [--limit N]");
+            return;
+        }
+    }
+    if (running_query) {
+        char *msg = xasprintf("a query is running (of store %s, for %lld "
+                              "ms): try again when it is done",
+                              running_query->st->name,
+                              time_msec() - running_query->started_ms);
+
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+        return;
+    }
+
+    ovs_mutex_lock(&index_mutex);
+    st = index_store_find(argv[1]);
+    if (st) {
+        ovs_refcount_ref(&st->ref);
+    }
+    ovs_mutex_unlock(&index_mutex);
+    if (!st) {
+        unixctl_command_reply_error(conn, "no such store");
+        return;
+    }
+    q = xzalloc(sizeof *q);
+    q->conn = conn;
+    q->st = st;
+    q->expr = xstrdup(argv[2]);
+    q->pcap = nullable_xstrdup(pcap);
+    q->limit = limit;
+    q->started_ms = time_msec();
+    atomic_init(&q->done, false);
+    query_seq_seen = seq_read(query_seq);
+    running_query = q;
+    q->thread = ovs_thread_create("gpu_index_query", index_query_main, q);
+}
+
+/* The timers hook runs in every PMD thread too; only the main thread may
+ * answer unixctl connections. */
+static bool
+in_main_thread(void)
+{
+    return pthread_equal(pthread_self(), main_thread);
+}
+
 /* ------------------------------------------------------------ The action. */
 
 static const char *const index_keys[] = { "store=", "snaplen=", NULL };
@@ -503,6 +673,9 @@ index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     long long int now = time_msec(), next;
     struct index_store *st;
 
+    if (in_main_thread() && running_query) {
+        index_query_finish();
+    }
     /* Ten times a second is enough, by whichever thread comes first. */
     atomic_read_relaxed(&next_ms, &next);
     if (now < next
@@ -526,6 +699,15 @@ index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     }
 }
 
+/* Main thread: wakes the main loop when the running query is done. */
+static void
+index_timers_wait(void)
+{
+    if (in_main_thread() && running_query) {
+        seq_wait(query_seq, query_seq_seen);
+    }
+}
+
 void
 gpu_index_service_inject_fault(int error, unsigned int n)
 {
@@ -542,6 +724,7 @@ const struct gpu_service_impl gpu_index_service_impl = {
     .check = index_check,
     .run = index_run,
     .timers_run = index_timers_run,
+    .timers_wait = index_timers_wait,
 };
 
 /* -------------------------------------------------------------- appctl. */
@@ -584,6 +767,11 @@ index_format_store(struct ds *s, struct index_store *st)
                   "index (%.1f%%)\n", rs.pcap_bytes, rs.index_bytes,
                   rs.pcap_bytes ? 100.0 * rs.index_bytes / rs.pcap_bytes
                                 : 0.0);
+    if (running_query && !strcmp(running_query->st->name, st->name)) {
+        ds_put_format(s, "  query: running for %lld ms: %s\n",
+                      time_msec() - running_query->started_ms,
+                      running_query->expr);
+    }
 }
 
 static void
@@ -616,68 +804,11 @@ gpu_index_show_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
     ds_destroy(&s);
 }
 
-/* gpu-index/query STORE EXPR [--pcap FILE] [--limit N] */
-static void
-gpu_index_query_cmd(struct unixctl_conn *conn, int argc, const char *argv[],
-                    void *aux OVS_UNUSED)
-{
-    const char *pcap = NULL;
-    uint64_t limit = 0;
-    struct index_store *st;
-    unsigned int n_skipped = 0;
-    char *text = NULL;
-    size_t size = 0;
-    char err[256];
-    int64_t n;
-    FILE *out;
-
-    for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--pcap") && i + 1 < argc) {
-            pcap = argv[++i];
-        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc
-                   && parse_size(argv[i + 1], &limit)) {
-            i++;
-        } else {
-            unixctl_command_reply_error(conn, "usage: gpu-index/query STORE "
-                                        "EXPR [--pcap FILE] [--limit N]");
-            return;
-        }
-    }
-
-    ovs_mutex_lock(&index_mutex);
-    st = index_store_find(argv[1]);
-    if (!st) {
-        ovs_mutex_unlock(&index_mutex);
-        unixctl_command_reply_error(conn, "no such store");
-        return;
-    }
-    /* Close the open segment, so that the query sees every packet
-     * recorded so far. */
-    gpu_index_recorder_flush(st->recorder);
-    out = open_memstream(&text, &size);
-    n = gpu_index_store_query(st->dir, argv[2], out, pcap, limit,
-                              &n_skipped, err, sizeof err);
-    ovs_mutex_unlock(&index_mutex);
-    if (n >= 0) {
-        fprintf(out, "%"PRId64" packets%s", n,
-                limit && (uint64_t) n >= limit ? " (limit reached)" : "");
-        if (n_skipped) {
-            fprintf(out, ", %u segments skipped", n_skipped);
-        }
-        fputc('\n', out);
-    }
-    fclose(out);
-    if (n < 0) {
-        unixctl_command_reply_error(conn, err);
-    } else {
-        unixctl_command_reply(conn, text);
-    }
-    free(text);
-}
-
 void
 gpu_index_service_init(void)
 {
+    main_thread = pthread_self();
+    query_seq = seq_create();
     unixctl_command_register("gpu-index/show", "[store]", 0, 1,
                              gpu_index_show_cmd, NULL);
     unixctl_command_register("gpu-index/query",
