@@ -12,9 +12,16 @@
  * over the run, and the flush time.  The frames are IPv4 TCP and UDP
  * with random addresses and ports, so the indexes have real work to do.
  *
+ * --drain N measures the writer alone instead: with the writer paused,
+ * N frames fill a ring of N slots, then the writer is let go and timed
+ * until it has written them all (no producer competing for a core, and
+ * no segment closing if --segment is above N); the flush that follows
+ * times the indexer on that one segment (fsync, 40 index builds, index
+ * file).
+ *
  * Usage: recorder-bench [--dir DIR] [--seconds S] [--rate PPS]
  *                       [--segment N] [--ring N] [--snaplen N]
- *                       [--backend cpu|cuda|auto] [--keep]
+ *                       [--backend cpu|cuda|auto] [--drain N] [--keep]
  */
 #include <config.h>
 
@@ -132,6 +139,7 @@ main(int argc, char *argv[])
     struct producer p;
     const char *dir = "/tmp/recorder-bench";
     bool keep = false;
+    uint32_t drain = 0;
     pthread_t t;
     char err[256], cmd[1100];
     double mean = 0, t0;
@@ -162,6 +170,9 @@ main(int argc, char *argv[])
             p.rate = atof(v);
         } else if (!strcmp(a, "--segment")) {
             cfg.segment_packets = atoi(v);
+        } else if (!strcmp(a, "--drain")) {
+            drain = atoi(v);
+            cfg.ring_slots = drain;
         } else if (!strcmp(a, "--ring")) {
             cfg.ring_slots = atoi(v);
         } else if (!strcmp(a, "--snaplen")) {
@@ -204,6 +215,43 @@ main(int argc, char *argv[])
            cfg.segment_packets, cfg.ring_slots, rs.backend);
     if (p.rate > 0) {
         printf("  target rate %.3f Mpps\n", p.rate / 1e6);
+    }
+
+    if (drain) {
+        uint64_t ts = 1700000000ull * 1000000000ull;
+        double t1;
+
+        gpu_index_recorder_pause(r, true);
+        for (uint32_t i = 0; i < drain; i++) {
+            size_t k = i % N_FRAMES;
+
+            gpu_index_recorder_submit(r, p.frames + k * 1514, p.lens[k],
+                                      ts + i * 300ull, 1 + k % 4);
+        }
+        t0 = now_s();
+        gpu_index_recorder_pause(r, false);
+        do {
+            usleep(1000);
+            gpu_index_recorder_get_stats(r, &rs);
+        } while (rs.recorded + rs.dropped < rs.submitted);
+        t1 = now_s();
+        gpu_index_recorder_flush(r);
+        double flush_s = now_s() - t1;
+        gpu_index_recorder_get_stats(r, &rs);
+        printf("  writer alone: %"PRIu64" records in %.3f s: %.3f M "
+               "records/s (%.0f MB/s of pcap), %"PRIu64" dropped\n",
+               rs.recorded, t1 - t0, rs.recorded / (t1 - t0) / 1e6,
+               rs.recorded * (mean + 16) / (t1 - t0) / 1e6, rs.dropped);
+        printf("  indexer: the segment's flush %.3f s (%.3f M records/s), "
+               "index build alone %.3f s\n", flush_s,
+               rs.recorded / flush_s / 1e6, rs.build_ns / 1e9);
+        printf("RESULT writer_mrps=%.3f indexer_mrps=%.3f\n",
+               rs.recorded / (t1 - t0) / 1e6, rs.recorded / flush_s / 1e6);
+        gpu_index_recorder_destroy(r);
+        if (!keep && system(cmd)) {
+            return 1;
+        }
+        return 0;
     }
 
     p.r = r;

@@ -242,6 +242,10 @@ struct gpu_index_segment_index {
     uint32_t n_rows;
     enum gpu_index_encoding encoding;
     struct gpu_index_bitmaps attrs[GPU_INDEX_N_ATTRS];
+
+    /* The build's attribute values, kept between builds (internal). */
+    uint32_t *values;
+    size_t values_cap;
 };
 
 void gpu_index_segment_index_init(struct gpu_index_segment_index *);
