@@ -41,7 +41,13 @@
 #              every frame delivered must be one of the input's, byte for
 #              byte.
 #   index      gpu_index(store=bench): records kept and lost (ring
-#              full), then the time of a query over what was recorded.
+#              full), records kept per second (from the flows' insertion
+#              to the end of the run), then the time of a query over
+#              what was recorded, and how long the main loop was held
+#              meanwhile: the longest round trip of "ovs-appctl version"
+#              asked every 50 ms while the query ran (process start
+#              included: an upper bound), and the longest "Unreasonably
+#              long poll interval" the switch logged then (none: "-").
 #
 # --pmds: for each number N in the list, every row again with N source
 # ports and N PMD threads (one port each, on the last N cores) sharing
@@ -182,8 +188,11 @@ checks() {
                       p, g, d, x, r, l, e }' ;;
         index)
             s=$(ovs-appctl gpu-index/show bench)
-            echo "$s" | awk '/packets:.*submitted/ {
-                printf "recorded %s lost %s", $4, $6 }' | tr -d , ;;
+            echo "$s" | awk -v t="$(awk -v a="$flow_t0" -v b="$(date +%s.%N)" \
+                                    'BEGIN { print b - a }')" '
+                /packets:.*submitted/ {
+                    printf "recorded %s lost %s (%.3f M kept/s)", $4, $6,
+                           $4 / t / 1e6 }' | tr -d , ;;
         none) echo "-" ;;
     esac
 }
@@ -261,17 +270,38 @@ fec_corruption() {
 
 # query_time: the wall time of a query over the recorded packets, and
 # how many it found, once the traffic has stopped (no flow: the switch
-# drops what comes in).
+# drops what comes in); and how long the main loop was held meanwhile.
 query_time() {
-    local t0 t1 n
+    local log_lines max=0 a b ms long
     ovs-ofctl del-flows br0
     sleep 1
-    t0=$(date +%s.%N)
-    n=$(ovs-appctl -T 300 gpu-index/query bench 'udp or tcp' \
-        --pcap "$RUN/query.pcap" | tail -1)
-    t1=$(date +%s.%N)
-    awk -v t0="$t0" -v t1="$t1" -v n="$n" \
-        'BEGIN { printf "query \"udp or tcp\": %s in %.2f s", n, t1 - t0 }'
+    log_lines=$(wc -l < "$RUN/ovs-vswitchd.log")
+    rm -f "$RUN/query.done"
+    (
+        t0=$(date +%s.%N)
+        ovs-appctl -T 300 gpu-index/query bench 'udp or tcp' \
+            --pcap "$RUN/query.pcap" > "$RUN/query.out" 2>&1
+        t1=$(date +%s.%N)
+        awk -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.2f", t1 - t0 }' \
+            > "$RUN/query.done"
+    ) &
+    local qpid=$!
+    while ! test -s "$RUN/query.done"; do
+        a=$(date +%s%N)
+        ovs-appctl -T 300 version >/dev/null
+        b=$(date +%s%N)
+        ms=$(( (b - a) / 1000000 ))
+        test $ms -gt $max && max=$ms
+        sleep 0.05
+    done
+    wait $qpid
+    long=$(tail -n +$((log_lines + 1)) "$RUN/ovs-vswitchd.log" \
+           | sed -n 's/.*Unreasonably long \([0-9]*\)ms poll interval.*/\1/p' \
+           | sort -n | tail -1)
+    printf 'query "udp or tcp": %s in %s s; main loop: appctl round trip ' \
+        "$(tail -1 "$RUN/query.out")" "$(cat "$RUN/query.done")"
+    printf 'max %d ms, longest poll interval logged %s' "$max" \
+        "$(test -n "$long" && echo "$long ms" || echo -)"
 }
 
 fmt='%-10s %-5s %4s %8s %8s %8s %8s %9s  %s\n'
@@ -309,6 +339,7 @@ for service in $SERVICES; do
                 $i)
             ovs-ofctl add-flow br0 "in_port=$(src_port $i),actions=$a"
         done
+        flow_t0=$(date +%s.%N)
         if test $service = fec && test $backend != none; then
             ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null
         fi
