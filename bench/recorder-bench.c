@@ -19,9 +19,14 @@
  * times the indexer on that one segment (fsync, 40 index builds, index
  * file).
  *
+ * --query EXPR then times a store query over what was recorded, its
+ * lines written to memory and its matches to a pcap file, as
+ * gpu-index/query does.
+ *
  * Usage: recorder-bench [--dir DIR] [--seconds S] [--rate PPS]
  *                       [--segment N] [--ring N] [--snaplen N]
- *                       [--backend cpu|cuda|auto] [--drain N] [--keep]
+ *                       [--backend cpu|cuda|auto] [--drain N]
+ *                       [--query EXPR] [--keep]
  */
 #include <config.h>
 
@@ -130,6 +135,36 @@ produce(void *p_)
     return NULL;
 }
 
+/* Times 'expr' over the store in 'dir', if nonnull. */
+static void
+time_query(const char *dir, const char *expr)
+{
+    char pcap[1100], err[256];
+    unsigned int skipped = 0;
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out;
+    double t0;
+    int64_t n;
+
+    if (!expr) {
+        return;
+    }
+    snprintf(pcap, sizeof pcap, "%s.query.pcap", dir);
+    out = open_memstream(&text, &size);
+    t0 = now_s();
+    n = gpu_index_store_query(dir, expr, out, pcap, 0, &skipped, err,
+                              sizeof err);
+    fclose(out);
+    t0 = now_s() - t0;
+    printf("  query \"%s\": %"PRId64" matches in %.3f s (%.2f us each, "
+           "%zu bytes of text)%s%s\n", expr, n, t0, n > 0 ? t0 * 1e6 / n
+           : 0.0, size, n < 0 ? ": " : "", n < 0 ? err : "");
+    printf("RESULT query_s=%.3f matches=%"PRId64"\n", t0, n);
+    free(text);
+    unlink(pcap);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -140,6 +175,7 @@ main(int argc, char *argv[])
     const char *dir = "/tmp/recorder-bench";
     bool keep = false;
     uint32_t drain = 0;
+    const char *query = NULL;
     pthread_t t;
     char err[256], cmd[1100];
     double mean = 0, t0;
@@ -170,6 +206,8 @@ main(int argc, char *argv[])
             p.rate = atof(v);
         } else if (!strcmp(a, "--segment")) {
             cfg.segment_packets = atoi(v);
+        } else if (!strcmp(a, "--query")) {
+            query = v;
         } else if (!strcmp(a, "--drain")) {
             drain = atoi(v);
             cfg.ring_slots = drain;
@@ -248,6 +286,7 @@ main(int argc, char *argv[])
         printf("RESULT writer_mrps=%.3f indexer_mrps=%.3f\n",
                rs.recorded / (t1 - t0) / 1e6, rs.recorded / flush_s / 1e6);
         gpu_index_recorder_destroy(r);
+        time_query(dir, query);
         if (!keep && system(cmd)) {
             return 1;
         }
@@ -280,6 +319,7 @@ main(int argc, char *argv[])
            rs.submitted / p.elapsed / 1e6,
            rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0);
     gpu_index_recorder_destroy(r);
+    time_query(dir, query);
     if (!keep && system(cmd)) {
         return 1;
     }

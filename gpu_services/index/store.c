@@ -493,22 +493,33 @@ seg_path(char *buf, size_t size, const char *dir, uint64_t seq,
 
 /* ---- Queries over a store. ---- */
 
-/* Reads the pcap record at 'off': its header and up to 'max' bytes. */
+/* Reads the pcap record at 'off': its header and up to 'max' bytes.
+ * '*pos' is where 'f' is (UINT64_MAX: unknown): matches come in file
+ * order, mostly one after the other, and glibc's fseeko() makes an
+ * lseek() and drops its buffer every time, even to where it is. */
 static bool
-read_packet(FILE *f, uint64_t off, struct pcap_pkthdr *h, uint8_t *data,
-            uint32_t max)
+read_packet(FILE *f, uint64_t *pos, uint64_t off, struct pcap_pkthdr *h,
+            uint8_t *data, uint32_t max)
 {
     uint32_t hdr[4];
 
-    if (fseeko(f, off, SEEK_SET) || fread(hdr, 4, 4, f) != 4
-        || hdr[2] > max || hdr[2] > hdr[3]) {
+    if (*pos != off && fseeko(f, off, SEEK_SET)) {
+        *pos = UINT64_MAX;
+        return false;
+    }
+    *pos = UINT64_MAX;
+    if (fread(hdr, 4, 4, f) != 4 || hdr[2] > max || hdr[2] > hdr[3]) {
         return false;
     }
     h->ts.tv_sec = hdr[0];
     h->ts.tv_usec = hdr[1];     /* Nanoseconds: the file's precision. */
     h->caplen = hdr[2];
     h->len = hdr[3];
-    return fread(data, 1, hdr[2], f) == hdr[2];
+    if (fread(data, 1, hdr[2], f) != hdr[2]) {
+        return false;
+    }
+    *pos = off + sizeof hdr + hdr[2];
+    return true;
 }
 
 int64_t
@@ -523,6 +534,7 @@ gpu_index_store_query(const char *dir, const char *expr, FILE *out,
     uint8_t *data = NULL;
     unsigned int skipped = 0;
     int64_t matches = 0;
+    uint64_t pos;
     int n, i, error;
     const uint32_t max_cap = 262144;
 
@@ -593,12 +605,17 @@ gpu_index_store_query(const char *dir, const char *expr, FILE *out,
         }
         seg_path(path, sizeof path, dir, segs[i].seq, "pcap");
         pf = fopen(path, "rb");
+        if (pf) {
+            setvbuf(pf, NULL, _IOFBF, 1 << 20);
+        }
+        pos = UINT64_MAX;
         for (r = 0; pf && r < n_rows
              && (!limit || (uint64_t) matches < limit); r++) {
             struct pcap_pkthdr h;
             struct gpu_index_record rec;
 
-            if (!read_packet(pf, offs[rows[r]], &h, data, max_cap)) {
+            if (!read_packet(pf, &pos, offs[rows[r]], &h, data,
+                             max_cap)) {
                 if (out) {
                     fprintf(out, "segment %"PRIu64": row %"PRIu32
                             " unreadable in the pcap\n", segs[i].seq,
