@@ -6,7 +6,7 @@
 #
 #   scripts/device-run.sh [build|test|test-offload|bench|switch-bench|
 #                          ids-switch-bench|services-bench|ovs-bench|
-#                          classifier-burst|unit|soak]...
+#                          classifier-burst|unit|soak|recorder-bench]...
 #
 # test runs the cmocka tests (every backend) and OVS's testsuite with
 # ovs-gpu's tests; test-offload runs OVS's datapath tests with the offload
@@ -188,6 +188,33 @@ services-bench)
     scripts/bench-services-switch.sh --rules "$rules" --text "$rules" \
         ${SERVICES_BENCH_ARGS:-} --out "$OUT/services-bench.txt" 2>&1 \
         | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/services-bench.log"
+    ;;
+recorder-bench)
+    # gpu_index's recorder without the switch (bench/recorder-bench, made
+    # by "build"): the writer alone (a full ring of 1 M frames of the
+    # Internet mix drained), the indexer on that segment, a producer
+    # paced at 3 and 2.3 Mpps, and a query over 1 M records, on the CPU
+    # and CUDA index builders; and the disk's write rate with an fsync,
+    # the ceiling for the segments' pcap.
+    echo "== recorder benchmark (gpu_index writer and indexer)"
+    cd "$BUILD"
+    {
+        dd if=/dev/zero of=/tmp/ddtest bs=1M count=2048 conv=fsync 2>&1 \
+            | tail -1
+        rm -f /tmp/ddtest
+        for be in cpu cuda; do
+            for i in 1 2 3; do
+                bench/recorder-bench --backend $be --drain 1000000 \
+                    --segment 2000000 --dir /tmp/rbdev
+            done
+            for rate in 3000000 2300000; do
+                bench/recorder-bench --backend $be --rate $rate \
+                    --seconds 5 --dir /tmp/rbdev
+            done
+        done
+        bench/recorder-bench --backend cuda --drain 1000000 \
+            --segment 2000000 --dir /tmp/rbdev --query 'udp or tcp'
+    } 2>&1 | tee "$OUT/recorder-bench.txt"
     ;;
 pack)
     # The device tool brings back at most 8 files: pack them into one.
