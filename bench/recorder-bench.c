@@ -26,7 +26,7 @@
  * Usage: recorder-bench [--dir DIR] [--seconds S] [--rate PPS]
  *                       [--segment N] [--ring N] [--snaplen N]
  *                       [--backend cpu|cuda|auto] [--drain N]
- *                       [--query EXPR] [--keep]
+ *                       [--index-threads N] [--query EXPR] [--keep]
  */
 #include <config.h>
 
@@ -206,6 +206,8 @@ main(int argc, char *argv[])
             p.rate = atof(v);
         } else if (!strcmp(a, "--segment")) {
             cfg.segment_packets = atoi(v);
+        } else if (!strcmp(a, "--index-threads")) {
+            cfg.index_threads = atoi(v);
         } else if (!strcmp(a, "--query")) {
             query = v;
         } else if (!strcmp(a, "--drain")) {

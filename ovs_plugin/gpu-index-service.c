@@ -159,7 +159,8 @@ path_climbs(const char *path)
 }
 
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]
- * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]" into 'cfg'
+ * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]
+ * [,index_threads=N]" into 'cfg'
  * (whose 'dir', 'base'/DIR, points to '*dirp', malloc()'d).  Returns NULL
  * or a malloc()'d error. */
 static char *
@@ -211,11 +212,14 @@ index_parse_config(const char *value, const char *base,
             } else if (!strcmp(item, "snaplen")) {
                 ok = ok && v >= 14 && v <= 65535;
                 cfg->snaplen = v;
+            } else if (!strcmp(item, "index_threads")) {
+                ok = ok && v >= 1 && v <= 16;
+                cfg->index_threads = v;
             } else {
                 error = xasprintf("unknown option \"%s\" (known: segment, "
                                   "segment_seconds, retention, "
-                                  "retention_seconds, snaplen, encoding)",
-                                  item);
+                                  "retention_seconds, snaplen, encoding, "
+                                  "index_threads)", item);
                 goto out;
             }
         }

@@ -1018,6 +1018,50 @@ test_store_rotation(void **state)
     }
 }
 
+/* A segment's indexes built by several CPU builders at once (each with a
+ * share of the attributes, as the recorder's indexer does) are the
+ * indexes one builder makes. */
+static void
+test_segment_build_threads(void **state)
+{
+    struct rng g = case_rng(557, 0);
+    const uint32_t n = 70001;
+    struct gpu_index_record *recs = calloc(n, sizeof *recs);
+    struct gpu_index_builder *b[3];
+    struct gpu_index_segment_index one, three;
+    char why[128];
+
+    for (uint32_t i = 0; i < n; i++) {
+        gen_record(&g, &recs[i], (1700000000ull + i / 5000) * 1000000000ull);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gpu_index_builder_create(GPU_INDEX_BACKEND_CPU, n,
+                                                  &b[i], why, sizeof why),
+                         GPU_OK);
+    }
+    gpu_index_segment_index_init(&one);
+    gpu_index_segment_index_init(&three);
+    assert_int_equal(gpu_index_segment_index_build(b[0], recs, n,
+                                                   GPU_INDEX_PLWAH, &one),
+                     GPU_OK);
+    assert_int_equal(gpu_index_segment_index_build_n(b, 3, recs, n,
+                                                     GPU_INDEX_PLWAH,
+                                                     &three), GPU_OK);
+    for (int a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+        if (!gpu_index_bitmaps_equal(&one.attrs[a], &three.attrs[a])) {
+            fail_msg("attribute %s differs with 3 builders",
+                     gpu_index_attr_name(a));
+        }
+    }
+    gpu_index_segment_index_free(&one);
+    gpu_index_segment_index_free(&three);
+    for (int i = 0; i < 3; i++) {
+        gpu_index_builder_destroy(b[i]);
+    }
+    free(recs);
+    (void) state;
+}
+
 /* The recorder writes its segments' pcap itself, in large writes: the
  * bytes must be what libpcap's dumper writes for the same packets (file
  * header, nanosecond record headers, frames cut at the snaplen), since
@@ -1616,6 +1660,7 @@ main(void)
         cmocka_unit_test(test_roaring_oracle),
         cmocka_unit_test(test_store_rotation),
         cmocka_unit_test(test_store_pcap_bytes),
+        cmocka_unit_test(test_segment_build_threads),
         cmocka_unit_test(test_store_retention),
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_store_crash),

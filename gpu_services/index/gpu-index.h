@@ -254,6 +254,14 @@ int gpu_index_segment_index_build(struct gpu_index_builder *,
                                   const struct gpu_index_record *,
                                   uint32_t n, enum gpu_index_encoding,
                                   struct gpu_index_segment_index *);
+/* The same with 'n_builders' builders at once, each in a thread of its
+ * own with a share of the attributes (the CPU builder is one core's
+ * work per attribute). */
+int gpu_index_segment_index_build_n(struct gpu_index_builder **,
+                                    int n_builders,
+                                    const struct gpu_index_record *,
+                                    uint32_t n, enum gpu_index_encoding,
+                                    struct gpu_index_segment_index *);
 
 /* ---- Queries. ----
  *
@@ -323,6 +331,9 @@ struct gpu_index_recorder_config {
     uint64_t retention_bytes;   /* Delete oldest beyond this (0: keep). */
     uint32_t retention_seconds; /* ...or older than this (0: keep). */
     uint32_t ring_slots;        /* Staging ring (default 65536). */
+    /* Threads building a segment's indexes (0: 2 on the CPU backend, 1
+     * on CUDA, whose one builder owns the device buffers). */
+    uint32_t index_threads;
     /* The folder's recorder is being replaced by this one and closes
      * soon: rather than refusing the folder while it is held, wait for it
      * in the worker thread (packets wait in the ring meanwhile). */

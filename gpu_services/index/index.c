@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -721,43 +722,104 @@ gpu_index_segment_index_free(struct gpu_index_segment_index *s)
  * third of the CPU build's time. */
 #define ATTRS_PER_PASS 8
 
+/* One builder's share of a segment: attributes [first, end). */
+struct attr_range {
+    struct gpu_index_builder *b;
+    const struct gpu_index_record *recs;
+    uint32_t n;
+    enum gpu_index_encoding enc;
+    struct gpu_index_segment_index *seg;
+    uint32_t *values;           /* ATTRS_PER_PASS x n. */
+    int first, end;
+    int error;
+};
+
+static void *
+build_range(void *ar_)
+{
+    struct attr_range *ar = ar_;
+    uint32_t n = ar->n;
+
+    ar->error = GPU_OK;
+    for (int a = ar->first; a < ar->end && !ar->error; a += ATTRS_PER_PASS) {
+        int k = ar->end - a < ATTRS_PER_PASS ? ar->end - a : ATTRS_PER_PASS;
+
+        for (uint32_t i = 0; i < n; i++) {
+            for (int j = 0; j < k; j++) {
+                ar->values[(size_t) j * n + i]
+                    = gpu_index_attr_value(&ar->recs[i], a + j);
+            }
+        }
+        for (int j = 0; j < k && !ar->error; j++) {
+            ar->error = gpu_index_build(ar->b, ar->values + (size_t) j * n,
+                                        n, gpu_index_attr_bits(a + j),
+                                        ar->enc, 0, &ar->seg->attrs[a + j],
+                                        NULL);
+        }
+    }
+    return NULL;
+}
+
 int
 gpu_index_segment_index_build(struct gpu_index_builder *b,
                               const struct gpu_index_record *recs,
                               uint32_t n, enum gpu_index_encoding enc,
                               struct gpu_index_segment_index *seg)
 {
-    size_t need = (size_t) ATTRS_PER_PASS * (n ? n : 1);
-    int a, error = GPU_OK;
-    uint32_t i;
+    return gpu_index_segment_index_build_n(&b, 1, recs, n, enc, seg);
+}
 
-    if (seg->values_cap < need) {
+int
+gpu_index_segment_index_build_n(struct gpu_index_builder **b,
+                                int n_builders,
+                                const struct gpu_index_record *recs,
+                                uint32_t n, enum gpu_index_encoding enc,
+                                struct gpu_index_segment_index *seg)
+{
+    struct attr_range ranges[GPU_INDEX_N_ATTRS];
+    pthread_t threads[GPU_INDEX_N_ATTRS];
+    size_t per = (size_t) ATTRS_PER_PASS * (n ? n : 1);
+    int nb = n_builders < 1 ? 1
+             : n_builders > GPU_INDEX_N_ATTRS ? GPU_INDEX_N_ATTRS
+             : n_builders;
+    int error = GPU_OK;
+
+    if (seg->values_cap < per * nb) {
         /* Kept for the next segment: a fresh 32 MB every time costs
          * its page faults every time. */
-        uint32_t *v = realloc(seg->values, need * sizeof *v);
+        uint32_t *v = realloc(seg->values, per * nb * sizeof *v);
 
         if (!v) {
             return GPU_ERR_NOMEM;
         }
         seg->values = v;
-        seg->values_cap = need;
+        seg->values_cap = per * nb;
     }
     seg->n_rows = n;
     seg->encoding = enc;
-    for (a = 0; a < GPU_INDEX_N_ATTRS && !error; a += ATTRS_PER_PASS) {
-        int k = GPU_INDEX_N_ATTRS - a < ATTRS_PER_PASS
-                ? GPU_INDEX_N_ATTRS - a : ATTRS_PER_PASS;
-
-        for (i = 0; i < n; i++) {
-            for (int j = 0; j < k; j++) {
-                seg->values[(size_t) j * n + i]
-                    = gpu_index_attr_value(&recs[i], a + j);
-            }
+    for (int t = 0; t < nb; t++) {
+        ranges[t] = (struct attr_range) {
+            .b = b[t], .recs = recs, .n = n, .enc = enc, .seg = seg,
+            .values = seg->values + per * t,
+            .first = t * GPU_INDEX_N_ATTRS / nb,
+            .end = (t + 1) * GPU_INDEX_N_ATTRS / nb,
+        };
+    }
+    /* The first share in this thread, the others in threads of their
+     * own (one segment a second or so: starting them costs nothing). */
+    for (int t = 1; t < nb; t++) {
+        if (pthread_create(&threads[t], NULL, build_range, &ranges[t])) {
+            build_range(&ranges[t]);
+            threads[t] = pthread_self();
         }
-        for (int j = 0; j < k && !error; j++) {
-            error = gpu_index_build(b, seg->values + (size_t) j * n, n,
-                                    gpu_index_attr_bits(a + j), enc, 0,
-                                    &seg->attrs[a + j], NULL);
+    }
+    build_range(&ranges[0]);
+    for (int t = 0; t < nb; t++) {
+        if (t && !pthread_equal(threads[t], pthread_self())) {
+            pthread_join(threads[t], NULL);
+        }
+        if (!error) {
+            error = ranges[t].error;
         }
     }
     return error;
