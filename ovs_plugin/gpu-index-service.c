@@ -690,15 +690,24 @@ index_run(const char *args, struct gpu_service_batch *b)
         parse_size(values[INDEX_KEY_SNAPLEN], &snaplen);
     }
     ts_ns = time_wall_usec() * 1000;
-    for (size_t i = 0; i < b->n; i++) {
-        struct dp_packet *packet = b->pkts[i].packet;
-        uint32_t len = dp_packet_size(packet);
+    /* One ring reservation for the whole batch.  A full ring drops and
+     * counts inside the recorder; the packets themselves always go on. */
+    for (size_t i = 0; i < b->n; ) {
+        struct gpu_index_frame frames[NETDEV_MAX_BURST];
+        size_t k;
 
-        /* A full ring drops and counts inside the recorder; the packet
-         * itself always goes on. */
-        gpu_index_recorder_submit_capped(
-            st->recorder, dp_packet_data(packet), MIN(len, snaplen), len,
-            ts_ns, odp_to_u32(packet->md.in_port.odp_port));
+        for (k = 0; k < ARRAY_SIZE(frames) && i < b->n; k++, i++) {
+            struct dp_packet *packet = b->pkts[i].packet;
+            uint32_t len = dp_packet_size(packet);
+
+            frames[k] = (struct gpu_index_frame) {
+                .data = dp_packet_data(packet),
+                .cap_len = MIN(len, snaplen),
+                .len = len,
+                .in_port = odp_to_u32(packet->md.in_port.odp_port),
+            };
+        }
+        gpu_index_recorder_submit_batch(st->recorder, frames, k, ts_ns);
     }
 }
 

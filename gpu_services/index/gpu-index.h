@@ -364,6 +364,22 @@ bool gpu_index_recorder_submit_capped(struct gpu_index_recorder *,
                                       uint32_t len, uint64_t ts_ns,
                                       uint32_t in_port);
 
+/* One frame of gpu_index_recorder_submit_batch(). */
+struct gpu_index_frame {
+    const uint8_t *data;
+    uint32_t cap_len;           /* Bytes of 'data' to keep (at most). */
+    uint32_t len;               /* On the wire. */
+    uint32_t in_port;
+};
+
+/* Submits 'n' frames captured at 'ts_ns' as gpu_index_recorder_submit_
+ * capped() would, reserving their slots with one atomic operation when
+ * the ring has room for all of them (else one by one, the frames that do
+ * not fit dropped and counted).  Returns how many were taken. */
+size_t gpu_index_recorder_submit_batch(struct gpu_index_recorder *,
+                                       const struct gpu_index_frame *,
+                                       size_t n, uint64_t ts_ns);
+
 /* Waits until everything submitted so far is written, and closes the open
  * segment (with its index) so that queries see it. */
 int gpu_index_recorder_flush(struct gpu_index_recorder *);

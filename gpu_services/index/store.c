@@ -769,6 +769,10 @@ add(uint64_t *c, uint64_t n)
     __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
+static void fill_slot(struct gpu_index_recorder *, size_t pos,
+                      const uint8_t *frame, uint32_t cap_len, uint32_t len,
+                      uint64_t ts_ns, uint32_t in_port);
+
 bool
 gpu_index_recorder_submit(struct gpu_index_recorder *r,
                           const uint8_t *frame, uint32_t len,
@@ -808,6 +812,17 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
             pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
         }
     }
+    fill_slot(r, pos, frame, cap_len, len, ts_ns, in_port);
+    return true;
+}
+
+/* Fills the slot of ring position 'pos', reserved by the caller. */
+static void
+fill_slot(struct gpu_index_recorder *r, size_t pos, const uint8_t *frame,
+          uint32_t cap_len, uint32_t len, uint64_t ts_ns, uint32_t in_port)
+{
+    struct slot *s = &r->slots[pos & r->mask];
+
     s->ts_ns = ts_ns;
     s->in_port = in_port;
     s->len = len;
@@ -817,7 +832,49 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
     }
     memcpy(r->data + (pos & r->mask) * r->cfg.snaplen, frame, s->caplen);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-    return true;
+}
+
+size_t
+gpu_index_recorder_submit_batch(struct gpu_index_recorder *r,
+                                const struct gpu_index_frame *f, size_t n,
+                                uint64_t ts_ns)
+{
+    size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
+    size_t taken = 0;
+
+    if (!n) {
+        return 0;
+    }
+    /* The worker frees slots in ring order, so if the batch's last slot
+     * is free for this lap, so are all before it: one CAS takes them
+     * all (two atomics a batch rather than two a packet). */
+    while (n <= r->mask + 1) {
+        struct slot *last = &r->slots[(pos + n - 1) & r->mask];
+        size_t seq = atomic_load_explicit(&last->seq, memory_order_acquire);
+
+        if (seq != pos + n - 1
+            || (intptr_t) atomic_load_explicit(
+                   &r->slots[pos & r->mask].seq, memory_order_acquire)
+               != (intptr_t) pos) {
+            break;              /* Not room for all, or raced: one by one. */
+        }
+        if (atomic_compare_exchange_weak_explicit(
+                &r->enq, &pos, pos + n, memory_order_relaxed,
+                memory_order_relaxed)) {
+            add(&r->submitted, n);
+            for (size_t i = 0; i < n; i++) {
+                fill_slot(r, pos + i, f[i].data, f[i].cap_len, f[i].len,
+                          ts_ns, f[i].in_port);
+            }
+            return n;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        taken += gpu_index_recorder_submit_capped(r, f[i].data,
+                                                  f[i].cap_len, f[i].len,
+                                                  ts_ns, f[i].in_port);
+    }
+    return taken;
 }
 
 /* Deletes segments beyond the retention limits, oldest first, never one
