@@ -1531,6 +1531,35 @@ test_store_crash(void **state)
     free(recs);
 }
 
+/* A recorder of a fresh store in 'tmpdir' with 'slots' ring slots, its
+ * worker paused so that the ring fills. */
+static struct gpu_index_recorder *
+paused_recorder(uint32_t slots)
+{
+    struct gpu_index_recorder *r;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 1000, 0, slots, backends[0], 0);
+    gpu_index_recorder_pause(r, true);
+    return r;
+}
+
+/* Checks what a paused recorder counted, then lets it write the ring out
+ * and waits for it. */
+static void
+check_drops_and_resume(struct gpu_index_recorder *r, uint64_t submitted,
+                       uint64_t dropped)
+{
+    struct gpu_index_recorder_stats st;
+
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.submitted, submitted);
+    assert_int_equal(st.dropped, dropped);
+    gpu_index_recorder_pause(r, false);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+}
+
 static void
 test_recorder_drops(void **state)
 {
@@ -1539,20 +1568,13 @@ test_recorder_drops(void **state)
     uint8_t frame[60] = { 0 };
     int accepted = 0;
 
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
-    rm_rf(tmpdir);
-    r = make_recorder(tmpdir, 1000, 0, 64, backends[0], 0);
-    gpu_index_recorder_pause(r, true);
+    r = paused_recorder(64);
     for (int i = 0; i < 200; i++) {
         accepted += gpu_index_recorder_submit(r, frame, sizeof frame,
                                               i * 1000ull, 1);
     }
-    gpu_index_recorder_get_stats(r, &st);
     assert_int_equal(accepted, 64);
-    assert_int_equal(st.submitted, 200);
-    assert_int_equal(st.dropped, 136);
-    gpu_index_recorder_pause(r, false);
-    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    check_drops_and_resume(r, 200, 136);
     gpu_index_recorder_get_stats(r, &st);
     assert_int_equal(st.recorded, 64);
     gpu_index_recorder_destroy(r);
@@ -1572,10 +1594,7 @@ test_recorder_batches(void **state)
     uint8_t frame[40][60];
     size_t taken = 0;
 
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
-    rm_rf(tmpdir);
-    r = make_recorder(tmpdir, 1000, 0, 100, backends[0], 0);
-    gpu_index_recorder_pause(r, true);
+    r = paused_recorder(100);
     for (int b = 0; b < 4; b++) {
         size_t n = b < 3 ? 32 : 40;     /* 96 fit, then 32 of 40. */
 
@@ -1588,12 +1607,8 @@ test_recorder_batches(void **state)
         }
         taken += gpu_index_recorder_submit_batch(r, f, n, b * 1000000ull);
     }
-    gpu_index_recorder_get_stats(r, &st);
     assert_int_equal(taken, 128);
-    assert_int_equal(st.submitted, 136);
-    assert_int_equal(st.dropped, 8);
-    gpu_index_recorder_pause(r, false);
-    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    check_drops_and_resume(r, 136, 8);
     /* The ring went round: a batch now fits again. */
     assert_int_equal(gpu_index_recorder_submit_batch(r, f, 32, 5000000ull),
                      32);
