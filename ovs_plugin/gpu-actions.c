@@ -30,6 +30,7 @@
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
 #include "packets.h"
+#include "timeval.h"
 #include "unixctl.h"
 #include "util.h"
 
@@ -254,16 +255,26 @@ gpu_service_args_split(const char *args, const char *const keys[],
 static atomic_int fault_count[GPU_FAULT_N_TARGETS];
 static atomic_int fault_error[GPU_FAULT_N_TARGETS];
 
-/* Test only ("gpu/inject-fault ids-slow US"): see gpu-actions.h. */
-static atomic_int ids_slow_us = 0;
+/* Test only ("gpu/inject-fault ids-slow|re-slow US"): see
+ * gpu-actions.h. */
+static atomic_int slow_us[GPU_FAULT_N_TARGETS];
 
 int
-gpu_service_ids_slow_us(void)
+gpu_service_slow_us(enum gpu_fault_target target)
 {
     int us;
 
-    atomic_read_relaxed(&ids_slow_us, &us);
+    atomic_read_relaxed(&slow_us[target], &us);
     return us;
+}
+
+bool
+gpu_service_call_slowed(enum gpu_fault_target target,
+                        long long int submit_us)
+{
+    int us = gpu_service_slow_us(target);
+
+    return OVS_UNLIKELY(us) && time_usec() - submit_us < us;
 }
 
 int
@@ -300,24 +311,30 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
-    if (!strcmp(argv[1], "ids-slow")) {
-        if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0) {
-            unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
-                                        "ids-slow US");
-            return true;
-        }
-        char *msg = xasprintf("gpu_ids scans complete %d microseconds "
-                              "late", n);
-
-        atomic_store_relaxed(&ids_slow_us, n);
-        VLOG_INFO("test fault injected: %s", msg);
-        unixctl_command_reply(conn, msg);
-        free(msg);
-        return true;
-    }
     for (target = 0; target < GPU_FAULT_N_TARGETS; target++) {
+        size_t len = strlen(names[target]);
+
         if (!strcmp(argv[1], names[target])) {
             break;
+        }
+        if ((target == GPU_FAULT_IDS || target == GPU_FAULT_RE)
+            && !strncmp(argv[1], names[target], len)
+            && !strcmp(argv[1] + len, "-slow")) {
+            /* "ids-slow US", "re-slow US": the services that hold
+             * batches while their device calls run. */
+            if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0) {
+                unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                            "ids-slow|re-slow US");
+                return true;
+            }
+            char *msg = xasprintf("%s complete %d microseconds late",
+                                  calls[target], n);
+
+            atomic_store_relaxed(&slow_us[target], n);
+            VLOG_INFO("test fault injected: %s", msg);
+            unixctl_command_reply(conn, msg);
+            free(msg);
+            return true;
         }
     }
     if (target == GPU_FAULT_N_TARGETS) {
@@ -528,6 +545,60 @@ gpu_actions_check(enum gpu_service_type type, const char *args)
                          gpu_service_type_to_string(type));
     }
     return impl->check(args);
+}
+
+void
+gpu_service_held_init(struct gpu_service_held *h,
+                      const struct dp_packet_batch *packets,
+                      const struct gpu_service_next *next)
+{
+    h->packets = *packets;
+    h->dp = next->dp;
+    h->actions = next->actions_len
+                 ? xmemdup(next->actions, next->actions_len) : NULL;
+    h->actions_len = next->actions_len;
+    h->has_flow = next->flow != NULL;
+    if (next->flow) {
+        h->flow = *next->flow;
+    }
+}
+
+void
+gpu_service_held_uninit(struct gpu_service_held *h)
+{
+    free(h->actions);
+    h->actions = NULL;
+}
+
+void
+gpu_service_held_send(struct gpu_service_held *h,
+                      const struct gpu_service_emitter *emitter,
+                      const char *service)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+
+    if (dp_packet_batch_is_empty(&h->packets)) {
+        /* Nothing to send. */
+    } else if (h->dp == emitter->dp) {
+        struct gpu_service_next next = {
+            .dp = h->dp,
+            .actions = h->actions,
+            .actions_len = h->actions_len,
+            .flow = h->has_flow ? &h->flow : NULL,
+        };
+
+        emitter->execute(emitter, &h->packets, &next);
+    } else {
+        /* A datapath thread serves one datapath, and the main thread sends
+         * on all it holds before it leaves a datapath's dpif_netdev_run(),
+         * so this should not happen; another datapath's port numbers would
+         * mean other ports. */
+        VLOG_WARN_RL(&rl, "%s: %"PRIuSIZE" held packets belong to "
+                     "another datapath; dropped", service,
+                     dp_packet_batch_size(&h->packets));
+        dp_packet_delete_batch(&h->packets, true);
+    }
+    gpu_service_held_uninit(h);
 }
 
 void

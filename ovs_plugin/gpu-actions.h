@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "dp-packet.h"
+#include "flow.h"
 #include "gpu-service.h"
 #include "gpu_runtime/gpu-runtime.h"
 #include "ovs-atomic.h"
@@ -174,12 +175,17 @@ enum gpu_fault_target {
  * enough for every batch. */
 int gpu_service_fault_take(enum gpu_fault_target);
 
-/* Test only ("gpu/inject-fault ids-slow US", 0 to stop): a gpu_ids scan
- * polled for is not done until US microseconds after it was started, as
- * on a slow or busy device, so that the tests see drop-mode batches held
- * on the CPU backend (whose scans are otherwise done at once).  A thread
- * that must wait for a scan still gets it at once. */
-int gpu_service_ids_slow_us(void);
+/* Test only ("gpu/inject-fault ids-slow|re-slow US", 0 to stop): a
+ * gpu_ids scan (GPU_FAULT_IDS) or a re_encode chunking call
+ * (GPU_FAULT_RE) polled for is not done until US microseconds after it
+ * was started, as on a slow or busy device, so that the tests see
+ * batches held on the CPU backend (whose calls are otherwise done at
+ * once).  A thread that must wait for a call still gets it at once. */
+int gpu_service_slow_us(enum gpu_fault_target);
+
+/* True if a device call of 'target' started at 'submit_us' (time_usec())
+ * must not be seen done yet (above). */
+bool gpu_service_call_slowed(enum gpu_fault_target, long long int submit_us);
 
 /* True for the errors a device call fails with (a failed launch, device
  * memory full, an injected fault), which the CPU backend can recover
@@ -205,6 +211,31 @@ void gpu_index_service_inject_fault(int error, unsigned int n);
  * the megaflow offload).  Set by the plugin. */
 void gpu_services_set_max_hold_us(unsigned int);
 unsigned int gpu_services_get_max_hold_us(void);
+
+/* A datapath batch a service holds (see 'hold'), with copies of where
+ * it goes on, since the flow's actions may change, and the flow go,
+ * meanwhile. */
+struct gpu_service_held {
+    struct dp_packet_batch packets; /* Taken from the datapath, in order. */
+    const void *dp;
+    struct nlattr *actions;
+    size_t actions_len;
+    bool has_flow;
+    struct flow flow;
+};
+
+/* Makes 'h' hold 'packets' (which the caller empties), to go on along a
+ * copy of 'next'. */
+void gpu_service_held_init(struct gpu_service_held *h,
+                           const struct dp_packet_batch *packets,
+                           const struct gpu_service_next *next);
+/* Sends what 'h' holds on along its saved actions through 'emitter'
+ * ('service' names the sender in a log line), and frees what 'h' owns. */
+void gpu_service_held_send(struct gpu_service_held *h,
+                           const struct gpu_service_emitter *emitter,
+                           const char *service);
+/* Frees what 'h' owns but its packets. */
+void gpu_service_held_uninit(struct gpu_service_held *h);
 
 /* Counts 'n' packets a service dropped after holding them, in the
  * executor's totals. */

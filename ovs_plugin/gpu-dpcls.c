@@ -1633,7 +1633,7 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     } else {
         unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
                                     "dpcls-nomem, dpcls-slow, ids, re, "
-                                    "fec, index or ids-slow)");
+                                    "fec, index, ids-slow or re-slow)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1666,7 +1666,7 @@ gpu_dpcls_init(void)
     unixctl_command_register("gpu/inject-fault",
                              "dpcls|dpcls-nomem|dpcls-slow N | "
                              "ids|re|fec|index launch|nomem N | "
-                             "ids-slow US", 2, 3,
+                             "ids-slow|re-slow US", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

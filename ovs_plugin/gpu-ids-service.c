@@ -486,19 +486,11 @@ ids_account(struct ids_ruleset *r, size_t n,
 /* A datapath batch held in drop mode until its verdicts are in. */
 struct ids_held {
     struct ovs_list node;           /* In struct ids_gatherer's 'held'. */
-    struct dp_packet_batch packets; /* Taken from the datapath, in order. */
+    struct gpu_service_held held;   /* The packets and where they go. */
     uint64_t gen;                   /* The gather its payloads are in... */
     size_t first;                   /* ...from this packet on. */
     bool ready;                     /* Scanned: 'drop' is valid. */
     uint32_t drop;                  /* Bit i: packet i matched a rule. */
-
-    /* Where the packets go on: copies of what 'execute' was told, since
-     * the flow's actions may change, and the flow go, meanwhile. */
-    const void *dp;
-    struct nlattr *actions;
-    size_t actions_len;
-    bool has_flow;
-    struct flow flow;
 };
 BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
@@ -583,7 +575,7 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
         }
         h->ready = true;
         h->drop = 0;
-        for (size_t i = 0; scanned && i < h->packets.count; i++) {
+        for (size_t i = 0; scanned && i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
             if (g->info[j].is_ip && g->verdicts[j].n_matches) {
@@ -641,8 +633,7 @@ ids_gather_finish(struct ids_gather *g, bool wait)
     if (!g->in_flight) {
         return true;
     }
-    if (!wait && OVS_UNLIKELY(gpu_service_ids_slow_us())
-        && time_usec() - g->submit_us < gpu_service_ids_slow_us()) {
+    if (!wait && gpu_service_call_slowed(GPU_FAULT_IDS, g->submit_us)) {
         return false;
     }
     status = wait ? gpu_ids_wait(g->batch) : gpu_ids_poll(g->batch);
@@ -712,7 +703,7 @@ ids_gatherer_free(struct ids_gatherer *gt)
 static void
 ids_held_free(struct ids_held *h)
 {
-    free(h->actions);
+    gpu_service_held_uninit(&h->held);
     free(h);
 }
 
@@ -739,8 +730,8 @@ ids_gatherer_destroy(void *gt_)
      * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left; with
      * no emitter here, what is left cannot go on. */
     LIST_FOR_EACH_POP (h, node, &gt->held) {
-        n_lost += h->packets.count;
-        dp_packet_delete_batch(&h->packets, true);
+        n_lost += h->held.packets.count;
+        dp_packet_delete_batch(&h->held.packets, true);
         ids_held_free(h);
     }
     if (n_lost) {
@@ -930,43 +921,23 @@ ids_timers_wait(void)
 static void
 ids_held_send(struct ids_held *h, const struct gpu_service_emitter *emitter)
 {
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    const size_t cnt = dp_packet_batch_size(&h->packets);
+    struct dp_packet_batch *packets = &h->held.packets;
+    const size_t cnt = dp_packet_batch_size(packets);
     struct dp_packet *packet;
     size_t n_dropped = 0;
     size_t i;
 
-    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, &h->packets) {
+    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, packets) {
         if (h->drop & (UINT32_C(1) << i)) {
             dp_packet_delete(packet);
             n_dropped++;
         } else {
-            dp_packet_batch_refill(&h->packets, packet, i);
+            dp_packet_batch_refill(packets, packet, i);
         }
     }
     gpu_service_count_dropped(n_dropped);
-    if (dp_packet_batch_is_empty(&h->packets)) {
-        /* Nothing to send. */
-    } else if (h->dp == emitter->dp) {
-        struct gpu_service_next next = {
-            .dp = h->dp,
-            .actions = h->actions,
-            .actions_len = h->actions_len,
-            .flow = h->has_flow ? &h->flow : NULL,
-        };
-
-        emitter->execute(emitter, &h->packets, &next);
-    } else {
-        /* A datapath thread serves one datapath, and the main thread sends
-         * on all it holds before it leaves a datapath's dpif_netdev_run(),
-         * so this should not happen; another datapath's port numbers would
-         * mean other ports. */
-        VLOG_WARN_RL(&rl, "gpu_ids: %"PRIuSIZE" held packets belong to "
-                     "another datapath; dropped",
-                     dp_packet_batch_size(&h->packets));
-        dp_packet_delete_batch(&h->packets, true);
-    }
-    ids_held_free(h);
+    gpu_service_held_send(&h->held, emitter, "gpu_ids");
+    free(h);
 }
 
 /* Sends on the thread's held batches whose verdicts are in, oldest first,
@@ -1034,17 +1005,9 @@ ids_held_create(const struct dp_packet_batch *packets,
 {
     struct ids_held *h = xmalloc(sizeof *h);
 
-    h->packets = *packets;
+    gpu_service_held_init(&h->held, packets, next);
     h->ready = false;
     h->drop = 0;
-    h->dp = next->dp;
-    h->actions = next->actions_len
-                 ? xmemdup(next->actions, next->actions_len) : NULL;
-    h->actions_len = next->actions_len;
-    h->has_flow = next->flow != NULL;
-    if (next->flow) {
-        h->flow = *next->flow;
-    }
     return h;
 }
 
