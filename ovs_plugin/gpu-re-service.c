@@ -398,13 +398,11 @@ struct re_gatherer;
 /* A datapath batch held until its payloads are chunked and it is
  * encoded. */
 struct re_held {
-    struct ovs_list node;           /* In struct re_holder's 'held'. */
     struct gpu_service_held held;   /* The packets and where they go. */
     struct re_gather *g;            /* The gather its payloads are in... */
     size_t first;                   /* ...from this payload on. */
     uint32_t staged;                /* Bit i: packet i's payload is there
                                      * (else the packet is not eligible). */
-    bool ready;                     /* Encoded: may go on. */
 };
 
 /* The payloads of some of a thread's held batches for one peer, chunked
@@ -417,8 +415,6 @@ struct re_gather {
     size_t n_batches;               /* Held batches (some maybe without
                                      * eligible payloads). */
     long long int first_us;         /* When its first batch came. */
-    long long int submit_us;        /* When its chunking started. */
-    bool in_flight;
     struct re_gatherer *gt;         /* Its owner. */
 };
 
@@ -427,17 +423,16 @@ struct re_gather {
 struct re_gatherer {
     struct re_peer *p;
     struct re_gather slots[2];
-    int filling;
-    struct re_holder *holder;       /* Its owner. */
+    struct gpu_service_gathers gathers;     /* Over 'slots'. */
+    struct gpu_service_holder *holder;      /* The thread's. */
 };
 
 /* A thread's held batches, oldest first, and its gatherers, one for each
  * peer it encoded for. */
 struct re_holder {
-    struct ovs_list held;
+    struct gpu_service_holder holder;
     struct re_gatherer **gatherers;
     size_t n_gatherers;
-    bool releasing;                 /* In re_release_held(). */
 };
 
 static pthread_once_t holder_once = PTHREAD_ONCE_INIT;
@@ -445,8 +440,8 @@ static pthread_key_t holder_key;
 
 /* Encodes held batch 'h' with the chunks of its payloads in 'batch', or,
  * if 'batch' is NULL, chunking them here on the CPU.  'ahead' is
- * gpu_re_encoder_prefetch_batch()'s, over the whole gather.  The caller
- * holds the peer's mutex. */
+ * gpu_re_encoder_prefetch_batch()'s, over the whole gather of
+ * 'n_payloads'.  The caller holds the peer's mutex. */
 static void
 re_held_encode(struct re_peer *p, struct re_held *h,
                const struct gpu_re_batch *batch, size_t n_payloads,
@@ -487,18 +482,19 @@ re_held_encode(struct re_peer *p, struct re_held *h,
     }
 }
 
-/* Completes 'g', whose chunking call ended with 'status': encodes its
- * batches, in order, with its chunks, or on the CPU if the call failed,
- * and makes them ready to go on. */
+/* Completes 'g', whose chunking call ended with 'status' (or could not
+ * start): encodes its batches, in order, with its chunks, or chunking
+ * them on the CPU if the call failed, and makes them ready to go on. */
 static void
-re_gather_complete(struct re_gather *g, int status)
+re_gather_complete(void *g_, int status)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct re_gather *g = g_;
     struct re_peer *p = g->gt->p;
     struct re_held *h;
     size_t ahead = 0;
 
-    g->in_flight = false;
+    gpu_counter_add(&p->n_gathers, 1);
     if (status) {
         bool fault = gpu_service_is_device_error(status);
 
@@ -509,11 +505,10 @@ re_gather_complete(struct re_gather *g, int status)
                      g->n);
     }
     ovs_mutex_lock(&p->mutex);
-    LIST_FOR_EACH (h, node, &g->gt->holder->held) {
-        if (h->g == g) {
+    LIST_FOR_EACH (h, held.node, &g->gt->holder->held) {
+        if (h->g == g && !h->held.ready) {
             re_held_encode(p, h, status ? NULL : g->batch, g->n, &ahead);
-            h->g = NULL;
-            h->ready = true;
+            h->held.ready = true;
         }
     }
     ovs_mutex_unlock(&p->mutex);
@@ -521,53 +516,46 @@ re_gather_complete(struct re_gather *g, int status)
     g->n_batches = 0;
 }
 
-/* Completes 'g''s chunking: waits for it if 'wait', else returns false if
- * it is not done yet. */
 static bool
-re_gather_finish(struct re_gather *g, bool wait)
+re_gather_is_empty(const void *g_)
 {
-    int status;
+    const struct re_gather *g = g_;
 
-    if (!g->in_flight) {
-        return true;
-    }
-    if (!wait && gpu_service_call_slowed(GPU_FAULT_RE, g->submit_us)) {
-        return false;
-    }
-    status = wait ? gpu_re_batch_wait(g->batch) : gpu_re_batch_poll(g->batch);
-    if (status == GPU_ERR_BUSY && !wait) {
-        return false;
-    }
-    re_gather_complete(g, status);
-    return true;
+    return !g->n_batches;
 }
 
-/* Starts chunking what the filling gather holds, once the gather before
- * it is done (its results are read as its batches are encoded). */
-static void
-re_gather_submit(struct re_gatherer *gt)
+static int
+re_gather_start(void *g_)
 {
-    struct re_gather *g = &gt->slots[gt->filling];
-    int status;
+    struct re_gather *g = g_;
 
-    if (!g->n_batches) {
-        return;
-    }
-    re_gather_finish(&gt->slots[!gt->filling], true);
-    gpu_counter_add(&gt->p->n_gathers, 1);
-    status = gpu_service_fault_take(GPU_FAULT_RE);
-    if (!status) {
-        status = gpu_re_batch_submit(g->batch, NULL, g->data, g->offsets,
-                                     g->n);
-    }
-    if (status) {
-        re_gather_complete(g, status);
-        return;
-    }
-    g->in_flight = true;
-    g->submit_us = time_usec();
-    gt->filling = !gt->filling;
+    return gpu_re_batch_submit(g->batch, NULL, g->data, g->offsets, g->n);
 }
+
+static int
+re_gather_poll(void *g_)
+{
+    struct re_gather *g = g_;
+
+    return gpu_re_batch_poll(g->batch);
+}
+
+static int
+re_gather_wait(void *g_)
+{
+    struct re_gather *g = g_;
+
+    return gpu_re_batch_wait(g->batch);
+}
+
+static const struct gpu_service_gather_ops re_gather_ops = {
+    .target = GPU_FAULT_RE,
+    .is_empty = re_gather_is_empty,
+    .start = re_gather_start,
+    .poll = re_gather_poll,
+    .wait = re_gather_wait,
+    .complete = re_gather_complete,
+};
 
 /* True if the filling gather 'g' should be chunked now: it is nearly
  * full, or its oldest batch waited gpu-max-hold-us, or 'idle' says no
@@ -606,12 +594,13 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
             n_bytes += lens[i];
         }
     }
-    re_gather_finish(&gt->slots[!gt->filling], false);
-    g = &gt->slots[gt->filling];
+    gpu_service_gathers_finish(&gt->gathers, false);
+    g = gpu_service_gathers_filling(&gt->gathers);
     if (g->n_batches && (g->n + n_payloads > RE_GATHER_PACKETS
                          || g->offsets[g->n] + n_bytes > RE_GATHER_BYTES)) {
-        re_gather_submit(gt);       /* The next gather is empty after. */
-        g = &gt->slots[gt->filling];
+        /* The next gather is empty after. */
+        gpu_service_gathers_submit(&gt->gathers);
+        g = gpu_service_gathers_filling(&gt->gathers);
     }
     if (!g->n_batches) {
         g->first_us = time_usec();
@@ -620,7 +609,6 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
     h->g = g;
     h->first = g->n;
     h->staged = 0;
-    h->ready = false;
     for (size_t i = 0; i < n; i++) {
         if (lens[i] >= 0) {
             memcpy(g->data + g->offsets[g->n],
@@ -632,13 +620,12 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
         }
     }
     g->n_batches++;
-    ovs_list_push_back(&gt->holder->held, &h->node);
-    (*gpu_service_n_held_get())++;
+    gpu_service_holder_push(gt->holder, &h->held, &gt->gathers);
     if (re_gather_due(g, false)
-        && re_gather_finish(&gt->slots[!gt->filling], false)) {
+        && gpu_service_gathers_finish(&gt->gathers, false)) {
         /* Held packets wait for the chunking before them rather than make
          * the thread wait, unless the gather is full. */
-        re_gather_submit(gt);
+        gpu_service_gathers_submit(&gt->gathers);
     }
 }
 
@@ -658,31 +645,18 @@ re_gatherer_free(struct re_gatherer *gt)
 static void
 re_holder_destroy(void *ho_)
 {
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct re_holder *ho = ho_;
-    struct re_held *h;
-    size_t n_lost = 0;
 
     for (size_t i = 0; i < ho->n_gatherers; i++) {
         struct re_gatherer *gt = ho->gatherers[i];
 
         /* Encode what was gathered: the peer's stream must not skip it. */
-        re_gather_submit(gt);
-        re_gather_finish(&gt->slots[!gt->filling], true);
+        gpu_service_gathers_submit(&gt->gathers);
+        gpu_service_gathers_finish(&gt->gathers, true);
     }
     /* A datapath thread sends on what it holds before it exits (the 'poll'
-     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left; with
-     * no emitter here, what is left cannot go on. */
-    LIST_FOR_EACH_POP (h, node, &ho->held) {
-        n_lost += dp_packet_batch_size(&h->held.packets);
-        dp_packet_delete_batch(&h->held.packets, true);
-        gpu_service_held_uninit(&h->held);
-        free(h);
-    }
-    if (n_lost) {
-        VLOG_WARN_RL(&rl, "re_encode: thread exited with %"PRIuSIZE" held "
-                     "packets; dropped", n_lost);
-    }
+     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left. */
+    gpu_service_holder_destroy(&ho->holder);
     for (size_t i = 0; i < ho->n_gatherers; i++) {
         re_gatherer_free(ho->gatherers[i]);
     }
@@ -696,6 +670,27 @@ re_holder_key_create(void)
     xpthread_key_create(&holder_key, re_holder_destroy);
 }
 
+static void
+re_held_send(struct gpu_service_held *held,
+             const struct gpu_service_emitter *emitter)
+{
+    gpu_service_held_send(held, emitter, "re_encode");
+    free(CONTAINER_OF(held, struct re_held, held));
+}
+
+static void
+re_held_free(struct gpu_service_held *held)
+{
+    gpu_service_held_uninit(held);
+    free(CONTAINER_OF(held, struct re_held, held));
+}
+
+static const struct gpu_service_holder_class re_holder_class = {
+    .name = "re_encode",
+    .send = re_held_send,
+    .free = re_held_free,
+};
+
 static struct re_holder *
 re_holder_get(bool create)
 {
@@ -705,7 +700,7 @@ re_holder_get(bool create)
     ho = pthread_getspecific(holder_key);
     if (!ho && create) {
         ho = xzalloc(sizeof *ho);
-        ovs_list_init(&ho->held);
+        gpu_service_holder_init(&ho->holder, &re_holder_class);
         xpthread_setspecific(holder_key, ho);
     }
     return ho;
@@ -726,7 +721,9 @@ re_gatherer_get(struct re_peer *p)
     }
     gt = xzalloc(sizeof *gt);
     gt->p = p;
-    gt->holder = ho;
+    gt->holder = &ho->holder;
+    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, &gt->slots[0],
+                             &gt->slots[1]);
     for (int i = 0; i < 2; i++) {
         struct re_gather *g = &gt->slots[i];
 
@@ -750,47 +747,6 @@ re_gatherer_get(struct re_peer *p)
     return gt;
 }
 
-/* Sends on the thread's held batches that are encoded, oldest first,
- * through 'emitter'; with 'wait', all of them, chunking what is gathered
- * and waiting for it. */
-static void
-re_release_held(struct re_holder *ho,
-                const struct gpu_service_emitter *emitter, bool wait)
-{
-    if (ho->releasing) {
-        /* Called from the actions of a batch being sent on (a re_encode
-         * that cannot hold, further on): the outer call sends the rest. */
-        return;
-    }
-    ho->releasing = true;
-    while (!ovs_list_is_empty(&ho->held)) {
-        struct re_held *h = CONTAINER_OF(ovs_list_front(&ho->held),
-                                         struct re_held, node);
-
-        if (!h->ready && wait) {
-            /* Its payloads are in the gather being chunked or in the one
-             * filling: finish the first, then chunk the second. */
-            struct re_gatherer *gt = h->g->gt;
-
-            re_gather_finish(&gt->slots[!gt->filling], true);
-            if (!h->ready) {
-                re_gather_submit(gt);
-                re_gather_finish(&gt->slots[!gt->filling], true);
-            }
-        }
-        if (!h->ready) {
-            break;
-        }
-        ovs_list_remove(&h->node);
-        (*gpu_service_n_held_get())--;
-        /* The actions may hold packets again (another re_encode), at the
-         * back of the FIFO: they are sent on in turn. */
-        gpu_service_held_send(&h->held, emitter, "re_encode");
-        free(h);
-    }
-    ho->releasing = false;
-}
-
 /* The datapath's per-iteration hook, while the thread holds batches:
  * completes the chunking in flight without waiting, starts the next when
  * it is due, and sends on what is encoded. */
@@ -806,13 +762,14 @@ re_poll(const struct gpu_service_emitter *emitter,
     for (size_t i = 0; i < ho->n_gatherers; i++) {
         struct re_gatherer *gt = ho->gatherers[i];
 
-        if (re_gather_finish(&gt->slots[!gt->filling], false)
-            && re_gather_due(&gt->slots[gt->filling],
+        if (gpu_service_gathers_finish(&gt->gathers, false)
+            && re_gather_due(gpu_service_gathers_filling(&gt->gathers),
                              mode != GPU_SERVICE_POLL_BUSY)) {
-            re_gather_submit(gt);
+            gpu_service_gathers_submit(&gt->gathers);
         }
     }
-    re_release_held(ho, emitter, mode == GPU_SERVICE_POLL_FINISH);
+    gpu_service_holder_release(&ho->holder, emitter,
+                               mode == GPU_SERVICE_POLL_FINISH);
 }
 
 /* re_encode's 'hold': holds 'packets' (the datapath batch 'b' is of) to
@@ -850,7 +807,7 @@ re_encode_hold(const char *args, struct gpu_service_batch *b,
     }
     ho = re_holder_get(false);
     if (ho && emitter) {
-        re_release_held(ho, emitter, true);
+        gpu_service_holder_release(&ho->holder, emitter, true);
     }
     re_run(args, b, true);
 }
