@@ -373,9 +373,12 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
  * them (gpu_service_n_held) and the context they are sent from (its
  * emitter: its ports' tx queues) its own; a peer whose packets come to
  * several PMD threads interleaves their gathers, under the peer's mutex,
- * as it interleaved their batches when it encoded them at once: the
- * encoder's stream is the order of its encode calls, and each thread
- * sends its packets in that order.
+ * as it interleaved their batches when it encoded them at once.  Each
+ * thread sends its packets in the order it encoded them; between two
+ * threads the link's order may differ from the encoder's, as it could
+ * before, which the decoder survives at the cost of the references it
+ * then cannot resolve (such packets are dropped and counted, never
+ * delivered wrong).  One thread per peer keeps the link exact.
  *
  * A gather is submitted when the one before it is done and its oldest
  * batch waited gpu-max-hold-us, or the thread received nothing (no more
