@@ -30,6 +30,7 @@
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
 #include "packets.h"
+#include "timeval.h"
 #include "unixctl.h"
 #include "util.h"
 
@@ -262,6 +263,9 @@ static const struct {
 } knobs[GPU_KNOB_N] = {
     [GPU_KNOB_IDS_SLOW] = { "ids-slow",
                             "gpu_ids scans complete %d microseconds late" },
+    [GPU_KNOB_RE_SLOW] = { "re-slow",
+                           "re_encode chunking calls complete %d "
+                           "microseconds late" },
     [GPU_KNOB_FEC_SLOW] = { "fec-slow",
                             "fec coding calls complete %d microseconds "
                             "late" },
@@ -281,6 +285,19 @@ gpu_service_test_knob(enum gpu_service_knob knob)
 
     atomic_read_relaxed(&knob_values[knob], &value);
     return value;
+}
+
+/* True if a device call of 'target' (a service that holds batches:
+ * gpu_ids or re_encode) started at 'submit_us' (time_usec()) must not be
+ * seen done yet: "ids-slow" and "re-slow". */
+static bool
+gpu_service_call_slowed(enum gpu_fault_target target,
+                        long long int submit_us)
+{
+    int us = gpu_service_test_knob(target == GPU_FAULT_RE
+                                   ? GPU_KNOB_RE_SLOW : GPU_KNOB_IDS_SLOW);
+
+    return OVS_UNLIKELY(us) && time_usec() - submit_us < us;
 }
 
 int
@@ -324,8 +341,9 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
         if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
             || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
-                                        "ids-slow|fec-slow US | fec-loss "
-                                        "PPM | index-query-slow MS");
+                                        "ids-slow|re-slow|fec-slow US | "
+                                        "fec-loss PPM | index-query-slow "
+                                        "MS");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);
@@ -404,6 +422,207 @@ gpu_services_get_backend(int *device)
     atomic_read_relaxed(&services_cuda, &cuda);
     atomic_read_relaxed(&services_device, device);
     return cuda;
+}
+
+/* --------------------------------------------- Held batches and gathers. */
+
+void
+gpu_service_held_init(struct gpu_service_held *h,
+                      const struct dp_packet_batch *packets,
+                      const struct gpu_service_next *next)
+{
+    h->gathers = NULL;
+    h->ready = false;
+    h->packets = *packets;
+    h->dp = next->dp;
+    h->actions = next->actions_len
+                 ? xmemdup(next->actions, next->actions_len) : NULL;
+    h->actions_len = next->actions_len;
+    h->has_flow = next->flow != NULL;
+    if (next->flow) {
+        h->flow = *next->flow;
+    }
+}
+
+void
+gpu_service_held_uninit(struct gpu_service_held *h)
+{
+    free(h->actions);
+    h->actions = NULL;
+}
+
+void
+gpu_service_held_send(struct gpu_service_held *h,
+                      const struct gpu_service_emitter *emitter,
+                      const char *service)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+
+    if (dp_packet_batch_is_empty(&h->packets)) {
+        /* Nothing to send. */
+    } else if (h->dp == emitter->dp) {
+        struct gpu_service_next next = {
+            .dp = h->dp,
+            .actions = h->actions,
+            .actions_len = h->actions_len,
+            .flow = h->has_flow ? &h->flow : NULL,
+        };
+
+        emitter->execute(emitter, &h->packets, &next);
+    } else {
+        /* A datapath thread serves one datapath, and the main thread sends
+         * on all it holds before it leaves a datapath's dpif_netdev_run(),
+         * so this should not happen; another datapath's port numbers would
+         * mean other ports. */
+        VLOG_WARN_RL(&rl, "%s: %"PRIuSIZE" held packets belong to "
+                     "another datapath; dropped", service,
+                     dp_packet_batch_size(&h->packets));
+        dp_packet_delete_batch(&h->packets, true);
+    }
+    gpu_service_held_uninit(h);
+}
+
+void
+gpu_service_gathers_init(struct gpu_service_gathers *gs,
+                         const struct gpu_service_gather_ops *ops,
+                         void *slot0, void *slot1)
+{
+    gs->ops = ops;
+    gs->slots[0] = slot0;
+    gs->slots[1] = slot1;
+    gs->filling = 0;
+    gs->in_flight = false;
+    gs->submit_us = 0;
+}
+
+void *
+gpu_service_gathers_filling(const struct gpu_service_gathers *gs)
+{
+    return gs->slots[gs->filling];
+}
+
+bool
+gpu_service_gathers_finish(struct gpu_service_gathers *gs, bool wait)
+{
+    void *g = gs->slots[!gs->filling];
+    int status;
+
+    if (!gs->in_flight) {
+        return true;
+    }
+    if (!wait && gpu_service_call_slowed(gs->ops->target, gs->submit_us)) {
+        return false;
+    }
+    status = wait ? gs->ops->wait(g) : gs->ops->poll(g);
+    if (status == GPU_ERR_BUSY && !wait) {
+        return false;
+    }
+    gs->in_flight = false;
+    gs->ops->complete(g, status);
+    return true;
+}
+
+void
+gpu_service_gathers_submit(struct gpu_service_gathers *gs)
+{
+    void *g = gs->slots[gs->filling];
+    int status;
+
+    if (gs->ops->is_empty(g)) {
+        return;
+    }
+    /* Only one call at a time: the other gather is then free to fill, and
+     * calls complete in the order their gathers filled. */
+    gpu_service_gathers_finish(gs, true);
+    status = gpu_service_fault_take(gs->ops->target);
+    if (!status) {
+        status = gs->ops->start(g);
+    }
+    if (status) {
+        /* Done now (on the CPU, after a device fault), or failed. */
+        gs->ops->complete(g, status);
+        return;
+    }
+    gs->in_flight = true;
+    gs->submit_us = time_usec();
+    gs->filling = !gs->filling;
+}
+
+void
+gpu_service_holder_init(struct gpu_service_holder *ho,
+                        const struct gpu_service_holder_class *class)
+{
+    ho->class = class;
+    ovs_list_init(&ho->held);
+    ho->releasing = false;
+}
+
+void
+gpu_service_holder_push(struct gpu_service_holder *ho,
+                        struct gpu_service_held *h,
+                        struct gpu_service_gathers *gathers)
+{
+    h->gathers = gathers;
+    h->ready = false;
+    ovs_list_push_back(&ho->held, &h->node);
+    (*gpu_service_n_held_get())++;
+}
+
+void
+gpu_service_holder_release(struct gpu_service_holder *ho,
+                           const struct gpu_service_emitter *emitter,
+                           bool wait)
+{
+    if (ho->releasing) {
+        /* Called from the actions of a batch being sent on (the same
+         * service, further on, with a batch it cannot hold): the outer
+         * call sends the rest. */
+        return;
+    }
+    ho->releasing = true;
+    while (!ovs_list_is_empty(&ho->held)) {
+        struct gpu_service_held *h = CONTAINER_OF(ovs_list_front(&ho->held),
+                                                  struct gpu_service_held,
+                                                  node);
+
+        if (!h->ready && wait) {
+            /* Its payloads are in the gather whose call is out or in the
+             * one filling: finish the first, then start the second. */
+            gpu_service_gathers_finish(h->gathers, true);
+            if (!h->ready) {
+                gpu_service_gathers_submit(h->gathers);
+                gpu_service_gathers_finish(h->gathers, true);
+            }
+        }
+        if (!h->ready) {
+            break;
+        }
+        ovs_list_remove(&h->node);
+        (*gpu_service_n_held_get())--;
+        /* The actions may hold packets again, at the back of the FIFO:
+         * they are sent on in turn. */
+        ho->class->send(h, emitter);
+    }
+    ho->releasing = false;
+}
+
+void
+gpu_service_holder_destroy(struct gpu_service_holder *ho)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct gpu_service_held *h;
+    size_t n_lost = 0;
+
+    /* With no emitter here, what is left cannot go on. */
+    LIST_FOR_EACH_POP (h, node, &ho->held) {
+        n_lost += dp_packet_batch_size(&h->packets);
+        dp_packet_delete_batch(&h->packets, true);
+        ho->class->free(h);
+    }
+    if (n_lost) {
+        VLOG_WARN_RL(&rl, "%s: thread exited with %"PRIuSIZE" held "
+                     "packets; dropped", ho->class->name, n_lost);
+    }
 }
 
 /* ------------------------------------------------------------- Executor. */

@@ -34,8 +34,10 @@
 #include <stdint.h>
 
 #include "dp-packet.h"
+#include "flow.h"
 #include "gpu-service.h"
 #include "gpu_runtime/gpu-runtime.h"
+#include "openvswitch/list.h"
 #include "ovs-atomic.h"
 
 /* What the executor found in one packet. */
@@ -183,6 +185,8 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   scans are otherwise done at once).  A thread that must wait for a
  *   scan still gets it at once.
  *
+ *   re-slow US: the same for re_encode's chunking calls.
+ *
  *   fec-slow US: the same for the coding calls of fec_encode and
  *   fec_decode (groups in flight).
  *
@@ -196,6 +200,7 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   while a long query runs. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
+    GPU_KNOB_RE_SLOW,
     GPU_KNOB_FEC_SLOW,
     GPU_KNOB_FEC_LOSS,
     GPU_KNOB_INDEX_QUERY_SLOW,
@@ -204,11 +209,6 @@ enum gpu_service_knob {
 
 int gpu_service_test_knob(enum gpu_service_knob);
 
-static inline int
-gpu_service_ids_slow_us(void)
-{
-    return gpu_service_test_knob(GPU_KNOB_IDS_SLOW);
-}
 
 /* True for the errors a device call fails with (a failed launch, device
  * memory full, an injected fault), which the CPU backend can recover
@@ -234,6 +234,118 @@ void gpu_index_service_inject_fault(int error, unsigned int n);
  * the megaflow offload).  Set by the plugin. */
 void gpu_services_set_max_hold_us(unsigned int);
 unsigned int gpu_services_get_max_hold_us(void);
+
+/* Held batches, and the gathers their payloads wait in.
+ *
+ * A service that holds datapath batches (see 'hold': gpu_ids in drop
+ * mode, re_encode) while one device call runs over the payloads of many
+ * keeps, per thread, a FIFO of them (struct gpu_service_holder), and, per
+ * thing a call is for (a ruleset, a peer), a pair of gathers: one filling
+ * while the other's call runs (struct gpu_service_gathers).  The service
+ * says how to start, poll, wait for and complete a call; completing it
+ * makes the held batches whose payloads it had ready to go on, and the
+ * holder sends them on, oldest first, so that packets keep their order. */
+
+/* A datapath batch a service holds. */
+struct gpu_service_held {
+    struct ovs_list node;           /* In its holder's FIFO. */
+    struct gpu_service_gathers *gathers;    /* Where its payloads are. */
+    bool ready;                     /* Its call is done: it may go on. */
+
+    /* Taken from the datapath, and where it goes on: copies of what
+     * 'execute' was told, since the flow's actions may change, and the
+     * flow go, meanwhile. */
+    struct dp_packet_batch packets;
+    const void *dp;
+    struct nlattr *actions;
+    size_t actions_len;
+    bool has_flow;
+    struct flow flow;
+};
+
+/* Makes 'h' hold 'packets' (which the caller empties), to go on along a
+ * copy of 'next'. */
+void gpu_service_held_init(struct gpu_service_held *h,
+                           const struct dp_packet_batch *packets,
+                           const struct gpu_service_next *next);
+/* Sends what 'h' holds on along its saved actions through 'emitter'
+ * ('service' names the sender in a log line), and frees what 'h' owns. */
+void gpu_service_held_send(struct gpu_service_held *h,
+                           const struct gpu_service_emitter *emitter,
+                           const char *service);
+/* Frees what 'h' owns but its packets. */
+void gpu_service_held_uninit(struct gpu_service_held *h);
+
+struct gpu_service_gather_ops {
+    enum gpu_fault_target target;   /* Whose injected faults (and "-slow"
+                                     * delays) its calls meet. */
+    /* True if gather 'g' has nothing to start a call over. */
+    bool (*is_empty)(const void *g);
+    /* Starts the device call over gather 'g'. */
+    int (*start)(void *g);
+    /* The status of the call over 'g', or GPU_ERR_BUSY if it is not done
+     * yet ('poll'), or once it is ('wait'). */
+    int (*poll)(void *g);
+    int (*wait)(void *g);
+    /* Completes 'g', whose call ended with 'status' (or could not start,
+     * e.g. a device fault: then 'status' is why): makes its held batches
+     * ready, and 'g' empty. */
+    void (*complete)(void *g, int status);
+};
+
+struct gpu_service_gathers {
+    const struct gpu_service_gather_ops *ops;
+    void *slots[2];
+    int filling;                    /* Index of the one filling. */
+    bool in_flight;                 /* The other one's call is out. */
+    long long int submit_us;        /* When it started (time_usec()). */
+};
+
+void gpu_service_gathers_init(struct gpu_service_gathers *,
+                              const struct gpu_service_gather_ops *,
+                              void *slot0, void *slot1);
+void *gpu_service_gathers_filling(const struct gpu_service_gathers *);
+/* Completes the call in flight, if any: waits for it if 'wait', else
+ * returns false if it is not done yet. */
+bool gpu_service_gathers_finish(struct gpu_service_gathers *, bool wait);
+/* Starts the call over the filling gather, unless it is empty, once the
+ * call before is done (waiting for it); the other gather fills next. */
+void gpu_service_gathers_submit(struct gpu_service_gathers *);
+
+struct gpu_service_holder_class {
+    const char *name;               /* The service, for log lines. */
+    /* Sends ready batch 'h' on through 'emitter' (with
+     * gpu_service_held_send(), after whatever the service does first),
+     * and frees it. */
+    void (*send)(struct gpu_service_held *h,
+                 const struct gpu_service_emitter *emitter);
+    /* Frees 'h' (its packets are gone). */
+    void (*free)(struct gpu_service_held *h);
+};
+
+/* A thread's held batches of one service, oldest first. */
+struct gpu_service_holder {
+    const struct gpu_service_holder_class *class;
+    struct ovs_list held;           /* struct gpu_service_held's 'node'. */
+    bool releasing;                 /* In gpu_service_holder_release(). */
+};
+
+void gpu_service_holder_init(struct gpu_service_holder *,
+                             const struct gpu_service_holder_class *);
+/* Puts 'h' at the back of the FIFO, waiting for the call over the
+ * filling gather of 'gathers', and counts it in gpu_service_n_held. */
+void gpu_service_holder_push(struct gpu_service_holder *,
+                             struct gpu_service_held *h,
+                             struct gpu_service_gathers *gathers);
+/* Sends on the held batches that are ready, oldest first, through
+ * 'emitter'; with 'wait', all of them, starting and waiting for the
+ * calls they wait for. */
+void gpu_service_holder_release(struct gpu_service_holder *,
+                                const struct gpu_service_emitter *,
+                                bool wait);
+/* For a thread that exits: drops what is still held (a datapath thread
+ * sends everything on before, so there should be nothing), logging it. */
+void gpu_service_holder_destroy(struct gpu_service_holder *);
 
 /* Counts 'n' packets a service dropped after holding them, in the
  * executor's totals. */

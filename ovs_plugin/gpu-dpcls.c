@@ -1633,8 +1633,9 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     } else {
         unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
                                     "dpcls-nomem, dpcls-slow, ids, re, "
-                                    "fec, index, ids-slow, fec-slow, "
-                                    "fec-loss or index-query-slow)");
+                                    "fec, index, ids-slow, re-slow, "
+                                    "fec-slow, fec-loss or "
+                                    "index-query-slow)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1667,8 +1668,8 @@ gpu_dpcls_init(void)
     unixctl_command_register("gpu/inject-fault",
                              "dpcls|dpcls-nomem|dpcls-slow N | "
                              "ids|re|fec|index launch|nomem N | "
-                             "ids-slow|fec-slow US | fec-loss PPM | "
-                             "index-query-slow MS", 2, 3,
+                             "ids-slow|re-slow|fec-slow US | "
+                             "fec-loss PPM | index-query-slow MS", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

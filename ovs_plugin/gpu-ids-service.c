@@ -485,20 +485,11 @@ ids_account(struct ids_ruleset *r, size_t n,
 
 /* A datapath batch held in drop mode until its verdicts are in. */
 struct ids_held {
-    struct ovs_list node;           /* In struct ids_gatherer's 'held'. */
-    struct dp_packet_batch packets; /* Taken from the datapath, in order. */
+    struct gpu_service_held held;   /* The packets and where they go. */
     uint64_t gen;                   /* The gather its payloads are in... */
     size_t first;                   /* ...from this packet on. */
-    bool ready;                     /* Scanned: 'drop' is valid. */
-    uint32_t drop;                  /* Bit i: packet i matched a rule. */
-
-    /* Where the packets go on: copies of what 'execute' was told, since
-     * the flow's actions may change, and the flow go, meanwhile. */
-    const void *dp;
-    struct nlattr *actions;
-    size_t actions_len;
-    bool has_flow;
-    struct flow flow;
+    uint32_t drop;                  /* Bit i: packet i matched a rule (valid
+                                     * once 'held.ready'). */
 };
 BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
@@ -520,22 +511,19 @@ struct ids_gather {
     size_t n_dropping;              /* Entries of 'dropping' set. */
     long long int first_ms;         /* When its first packet came. */
     long long int first_held_us;    /* When its first held packet came. */
-    long long int submit_us;        /* When its scan was started. */
     uint64_t gen;                   /* Of its current filling. */
-    bool in_flight;
     struct ids_gatherer *gt;        /* Its owner. */
 };
 
 /* A thread's gathers: one filling while the other is scanned. */
 struct ids_gatherer {
     struct ids_gather slots[2];
-    int filling;
+    struct gpu_service_gathers gathers;     /* Over 'slots'. */
     uint64_t gen;                   /* The last gather's 'gen'. */
 
     /* Drop mode's held batches, oldest first.  Their gathers are scanned
      * in the order they were filled, so they become ready in order. */
-    struct ovs_list held;
-    bool releasing;                 /* In ids_release_held(). */
+    struct gpu_service_holder holder;
 };
 
 static pthread_once_t gatherer_once = PTHREAD_ONCE_INIT;
@@ -575,15 +563,15 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
     if (!g->n_dropping) {
         return;
     }
-    LIST_FOR_EACH (h, node, &g->gt->held) {
+    LIST_FOR_EACH (h, held.node, &g->gt->holder.held) {
         if (h->gen > g->gen) {
             break;
         } else if (h->gen < g->gen) {
             continue;
         }
-        h->ready = true;
+        h->held.ready = true;
         h->drop = 0;
-        for (size_t i = 0; scanned && i < h->packets.count; i++) {
+        for (size_t i = 0; scanned && i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
             if (g->info[j].is_ip && g->verdicts[j].n_matches) {
@@ -610,11 +598,13 @@ ids_gather_failed(struct ids_gather *g, int status)
     g->n_dropping = 0;
 }
 
-/* Completes 'g''s scan, whose device call ended with 'status'. */
+/* Completes 'g''s scan, whose device call ended with 'status' (or could
+ * not start). */
 static void
-ids_gather_complete(struct ids_gather *g, int status)
+ids_gather_complete(void *g_, int status)
 {
-    g->in_flight = false;
+    struct ids_gather *g = g_;
+
     if (gpu_service_is_device_error(status)) {
         status = ids_match_on_cpu(g->r, status, g->data, g->offsets, g->hdrs,
                                   g->n, g->verdicts);
@@ -631,68 +621,57 @@ ids_gather_complete(struct ids_gather *g, int status)
     }
 }
 
-/* Completes 'g''s scan: waits for it if 'wait', else returns false if it
- * is not done yet. */
 static bool
-ids_gather_finish(struct ids_gather *g, bool wait)
+ids_gather_is_empty(const void *g_)
 {
-    int status;
+    const struct ids_gather *g = g_;
 
-    if (!g->in_flight) {
-        return true;
-    }
-    if (!wait && OVS_UNLIKELY(gpu_service_ids_slow_us())
-        && time_usec() - g->submit_us < gpu_service_ids_slow_us()) {
-        return false;
-    }
-    status = wait ? gpu_ids_wait(g->batch) : gpu_ids_poll(g->batch);
-    if (status == GPU_ERR_BUSY && !wait) {
-        return false;
-    }
-    ids_gather_complete(g, status);
-    return true;
+    return !g->n;
 }
+
+static int
+ids_gather_start(void *g_)
+{
+    struct ids_gather *g = g_;
+
+    return gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
+                          g->n, g->verdicts);
+}
+
+static int
+ids_gather_poll(void *g_)
+{
+    struct ids_gather *g = g_;
+
+    return gpu_ids_poll(g->batch);
+}
+
+static int
+ids_gather_wait(void *g_)
+{
+    struct ids_gather *g = g_;
+
+    return gpu_ids_wait(g->batch);
+}
+
+static const struct gpu_service_gather_ops ids_gather_ops = {
+    .target = GPU_FAULT_IDS,
+    .is_empty = ids_gather_is_empty,
+    .start = ids_gather_start,
+    .poll = ids_gather_poll,
+    .wait = ids_gather_wait,
+    .complete = ids_gather_complete,
+};
 
 /* Hands 'g''s ruleset back (after a reload, the old one's matcher). */
 static void
 ids_gather_unbind(struct ids_gather *g)
 {
-    ovs_assert(!g->in_flight && !g->n);
+    ovs_assert(!g->n);
     gpu_ids_batch_destroy(g->batch);
     g->batch = NULL;
     ids_ruleset_unref(g->r);
     g->r = NULL;
-}
-
-/* Starts the scan of what the filling gather holds. */
-static void
-ids_gather_submit(struct ids_gatherer *gt)
-{
-    struct ids_gather *g = &gt->slots[gt->filling];
-    struct ids_gather *other = &gt->slots[!gt->filling];
-    int status;
-
-    if (!g->n) {
-        return;
-    }
-    ids_gather_finish(other, true);
-    status = gpu_service_fault_take(GPU_FAULT_IDS);
-    if (!status) {
-        status = gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
-                                g->n, g->verdicts);
-    }
-    if (gpu_service_is_device_error(status)) {
-        /* Scanned now, on the CPU, and accounted as a finished scan. */
-        ids_gather_complete(g, status);
-        return;
-    }
-    if (status) {
-        ids_gather_failed(g, status);
-        return;
-    }
-    g->in_flight = true;
-    g->submit_us = time_usec();
-    gt->filling = !gt->filling;
 }
 
 static void
@@ -710,43 +689,31 @@ ids_gatherer_free(struct ids_gatherer *gt)
 }
 
 static void
-ids_held_free(struct ids_held *h)
+ids_held_free(struct gpu_service_held *held)
 {
-    free(h->actions);
-    free(h);
+    gpu_service_held_uninit(held);
+    free(CONTAINER_OF(held, struct ids_held, held));
 }
 
 static void
 ids_gatherer_destroy(void *gt_)
 {
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct ids_gatherer *gt = gt_;
-    struct ids_held *h;
-    size_t n_lost = 0;
 
     /* The thread is exiting: scan what it gathered, so that every packet
      * that passed is counted. */
-    ids_gather_submit(gt);
+    gpu_service_gathers_submit(&gt->gathers);
+    gpu_service_gathers_finish(&gt->gathers, true);
     for (int i = 0; i < 2; i++) {
         struct ids_gather *g = &gt->slots[i];
 
-        ids_gather_finish(g, true);
         if (g->r) {
             ids_gather_unbind(g);
         }
     }
     /* A datapath thread sends on what it holds before it exits (the 'poll'
-     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left; with
-     * no emitter here, what is left cannot go on. */
-    LIST_FOR_EACH_POP (h, node, &gt->held) {
-        n_lost += h->packets.count;
-        dp_packet_delete_batch(&h->packets, true);
-        ids_held_free(h);
-    }
-    if (n_lost) {
-        VLOG_WARN_RL(&rl, "gpu_ids: thread exited with %"PRIuSIZE" held "
-                     "packets; dropped", n_lost);
-    }
+     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left. */
+    gpu_service_holder_destroy(&gt->holder);
     ids_gatherer_free(gt);
 }
 
@@ -755,6 +722,15 @@ ids_gatherer_key_create(void)
 {
     xpthread_key_create(&gatherer_key, ids_gatherer_destroy);
 }
+
+static void ids_held_send(struct gpu_service_held *,
+                          const struct gpu_service_emitter *);
+
+static const struct gpu_service_holder_class ids_holder_class = {
+    .name = "gpu_ids",
+    .send = ids_held_send,
+    .free = ids_held_free,
+};
 
 static struct ids_gatherer *
 ids_gatherer_get(bool create)
@@ -765,7 +741,9 @@ ids_gatherer_get(bool create)
     gt = pthread_getspecific(gatherer_key);
     if (!gt && create) {
         gt = xzalloc(sizeof *gt);
-        ovs_list_init(&gt->held);
+        gpu_service_gathers_init(&gt->gathers, &ids_gather_ops,
+                                 &gt->slots[0], &gt->slots[1]);
+        gpu_service_holder_init(&gt->holder, &ids_holder_class);
         for (int i = 0; i < 2; i++) {
             struct ids_gather *g = &gt->slots[i];
 
@@ -793,13 +771,14 @@ static bool
 ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
                    const struct gpu_service_batch *b)
 {
-    struct ids_gather *g = &gt->slots[gt->filling];
+    struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
                  || g->offsets[g->n] + b->offsets[b->n]
                     > IDS_GATHER_BYTES)) {
-        ids_gather_submit(gt);      /* The next slot is idle after. */
-        g = &gt->slots[gt->filling];
+        /* The next gather is idle after. */
+        gpu_service_gathers_submit(&gt->gathers);
+        g = gpu_service_gathers_filling(&gt->gathers);
     }
     if (g->r != r) {
         if (g->r) {
@@ -853,11 +832,11 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
     if (!gt || b->offsets[b->n] > IDS_GATHER_BYTES) {
         return false;
     }
-    ids_gather_finish(&gt->slots[!gt->filling], false);
+    gpu_service_gathers_finish(&gt->gathers, false);
     if (!ids_gather_prepare(gt, r, b)) {
         return false;
     }
-    g = &gt->slots[gt->filling];
+    g = gpu_service_gathers_filling(&gt->gathers);
     if (!g->n) {
         g->first_ms = time_msec();
         g->offsets[0] = 0;
@@ -869,8 +848,7 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
         }
         h->gen = g->gen;
         h->first = g->n;
-        ovs_list_push_back(&gt->held, &h->node);
-        (*gpu_service_n_held_get())++;
+        gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
     memcpy(g->data + g->offsets[g->n], b->data + b->offsets[0],
@@ -886,10 +864,10 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
     gpu_counter_add(&r->n_gathered, b->n);
     if (ids_gather_due(g, false)
         && (!g->n_dropping
-            || ids_gather_finish(&gt->slots[!gt->filling], false))) {
+            || gpu_service_gathers_finish(&gt->gathers, false))) {
         /* Held packets wait for the scan before them rather than make the
          * thread wait, unless the gather is full. */
-        ids_gather_submit(gt);
+        gpu_service_gathers_submit(&gt->gathers);
     }
     return true;
 }
@@ -903,13 +881,13 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     struct ids_gatherer *gt = ids_gatherer_get(false);
 
     if (gt) {
-        struct ids_gather *g = &gt->slots[gt->filling];
+        struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
         /* Not while the scan before is out: submitting would wait for it,
          * and the thread must not wait for the device. */
-        if (ids_gather_finish(&gt->slots[!gt->filling], false)
+        if (gpu_service_gathers_finish(&gt->gathers, false)
             && g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
-            ids_gather_submit(gt);
+            gpu_service_gathers_submit(&gt->gathers);
         }
     }
 }
@@ -919,92 +897,35 @@ ids_timers_wait(void)
 {
     struct ids_gatherer *gt = ids_gatherer_get(false);
 
-    if (gt && (gt->slots[0].n || gt->slots[1].n
-               || gt->slots[0].in_flight || gt->slots[1].in_flight)) {
+    if (gt && (gt->slots[0].n || gt->slots[1].n || gt->gathers.in_flight)) {
         poll_timer_wait(1);
     }
 }
 
-/* Deletes the packets of ready batch 'h' that matched, counting them, and
- * sends the others on along its saved actions through 'emitter'. */
+/* Deletes the packets of ready batch 'held' that matched, counting them,
+ * and sends the others on along its saved actions through 'emitter'. */
 static void
-ids_held_send(struct ids_held *h, const struct gpu_service_emitter *emitter)
+ids_held_send(struct gpu_service_held *held,
+              const struct gpu_service_emitter *emitter)
 {
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    const size_t cnt = dp_packet_batch_size(&h->packets);
+    struct ids_held *h = CONTAINER_OF(held, struct ids_held, held);
+    struct dp_packet_batch *packets = &held->packets;
+    const size_t cnt = dp_packet_batch_size(packets);
     struct dp_packet *packet;
     size_t n_dropped = 0;
     size_t i;
 
-    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, &h->packets) {
+    DP_PACKET_BATCH_REFILL_FOR_EACH (i, cnt, packet, packets) {
         if (h->drop & (UINT32_C(1) << i)) {
             dp_packet_delete(packet);
             n_dropped++;
         } else {
-            dp_packet_batch_refill(&h->packets, packet, i);
+            dp_packet_batch_refill(packets, packet, i);
         }
     }
     gpu_service_count_dropped(n_dropped);
-    if (dp_packet_batch_is_empty(&h->packets)) {
-        /* Nothing to send. */
-    } else if (h->dp == emitter->dp) {
-        struct gpu_service_next next = {
-            .dp = h->dp,
-            .actions = h->actions,
-            .actions_len = h->actions_len,
-            .flow = h->has_flow ? &h->flow : NULL,
-        };
-
-        emitter->execute(emitter, &h->packets, &next);
-    } else {
-        /* A datapath thread serves one datapath, and the main thread sends
-         * on all it holds before it leaves a datapath's dpif_netdev_run(),
-         * so this should not happen; another datapath's port numbers would
-         * mean other ports. */
-        VLOG_WARN_RL(&rl, "gpu_ids: %"PRIuSIZE" held packets belong to "
-                     "another datapath; dropped",
-                     dp_packet_batch_size(&h->packets));
-        dp_packet_delete_batch(&h->packets, true);
-    }
-    ids_held_free(h);
-}
-
-/* Sends on the thread's held batches whose verdicts are in, oldest first,
- * through 'emitter'; with 'wait', all of them, scanning what is gathered
- * and waiting for the scans. */
-static void
-ids_release_held(struct ids_gatherer *gt,
-                 const struct gpu_service_emitter *emitter, bool wait)
-{
-    if (gt->releasing) {
-        /* Called from the actions of a batch being sent on (a gpu_ids that
-         * cannot hold, further on): the outer call sends the rest. */
-        return;
-    }
-    gt->releasing = true;
-    while (!ovs_list_is_empty(&gt->held)) {
-        struct ids_held *h = CONTAINER_OF(ovs_list_front(&gt->held),
-                                          struct ids_held, node);
-
-        if (!h->ready && wait) {
-            /* Its payloads are in the gather being scanned or in the one
-             * filling: finish the first, then scan the second. */
-            ids_gather_finish(&gt->slots[!gt->filling], true);
-            if (!h->ready) {
-                ids_gather_submit(gt);
-                ids_gather_finish(&gt->slots[!gt->filling], true);
-            }
-        }
-        if (!h->ready) {
-            break;
-        }
-        ovs_list_remove(&h->node);
-        (*gpu_service_n_held_get())--;
-        /* The actions may hold packets again (another gpu_ids), at the
-         * back of the FIFO: they are sent on in turn. */
-        ids_held_send(h, emitter);
-    }
-    gt->releasing = false;
+    gpu_service_held_send(held, emitter, "gpu_ids");
+    free(h);
 }
 
 /* The datapath's per-iteration hook, while the thread holds batches:
@@ -1019,12 +940,13 @@ ids_poll(const struct gpu_service_emitter *emitter,
     if (!gt) {
         return;
     }
-    if (ids_gather_finish(&gt->slots[!gt->filling], false)
-        && ids_gather_due(&gt->slots[gt->filling],
+    if (gpu_service_gathers_finish(&gt->gathers, false)
+        && ids_gather_due(gpu_service_gathers_filling(&gt->gathers),
                           mode != GPU_SERVICE_POLL_BUSY)) {
-        ids_gather_submit(gt);
+        gpu_service_gathers_submit(&gt->gathers);
     }
-    ids_release_held(gt, emitter, mode == GPU_SERVICE_POLL_FINISH);
+    gpu_service_holder_release(&gt->holder, emitter,
+                               mode == GPU_SERVICE_POLL_FINISH);
 }
 
 /* Makes a held batch of 'packets', to go on along 'next'. */
@@ -1034,17 +956,8 @@ ids_held_create(const struct dp_packet_batch *packets,
 {
     struct ids_held *h = xmalloc(sizeof *h);
 
-    h->packets = *packets;
-    h->ready = false;
+    gpu_service_held_init(&h->held, packets, next);
     h->drop = 0;
-    h->dp = next->dp;
-    h->actions = next->actions_len
-                 ? xmemdup(next->actions, next->actions_len) : NULL;
-    h->actions_len = next->actions_len;
-    h->has_flow = next->flow != NULL;
-    if (next->flow) {
-        h->flow = *next->flow;
-    }
     return h;
 }
 
@@ -1080,11 +993,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     if (!alert) {
         struct ids_gatherer *gt = ids_gatherer_get(false);
 
-        if (gt && emitter && !ovs_list_is_empty(&gt->held)
-            && !(may_steal && next)) {
+        if (gt && emitter && !(may_steal && next)) {
             /* This batch cannot be held (below): it must not overtake the
              * thread's held packets, which may be of its flow. */
-            ids_release_held(gt, emitter, true);
+            gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
     r = ids_ruleset_find(values[IDS_KEY_RULESET]);
@@ -1116,7 +1028,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
                 gpu_counter_add(&r->n_held, 1);
                 return;
             }
-            ids_held_free(h);
+            ids_held_free(&h->held);
         }
         /* Nested in clone or sample, or the caller keeps the packets, or
          * no memory to gather: scanned at once, after what the thread
@@ -1124,8 +1036,8 @@ ids_scan(const char *args, struct gpu_service_batch *b,
          * here: a failed gather holds nothing). */
         gpu_counter_add(&r->n_not_held, 1);
         struct ids_gatherer *gt = ids_gatherer_get(false);
-        if (gt && emitter && !ovs_list_is_empty(&gt->held)) {
-            ids_release_held(gt, emitter, true);
+        if (gt && emitter) {
+            gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
     status = gpu_service_fault_take(GPU_FAULT_IDS);

@@ -26,7 +26,8 @@
  * two ends share.
  *
  * An encoder or decoder is used by one thread at a time: each peer has a
- * mutex, taken by the PMD thread for one batch. */
+ * mutex, taken by the PMD thread for one batch (re_decode, and the
+ * batches re_encode does not hold) or for one gather (below). */
 
 #include <config.h>
 
@@ -39,9 +40,11 @@
 #include "dp-packet.h"
 #include "hash.h"
 #include "openvswitch/dynamic-string.h"
+#include "openvswitch/list.h"
 #include "openvswitch/vlog.h"
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
+#include "timeval.h"
 #include "unixctl.h"
 #include "util.h"
 
@@ -67,6 +70,13 @@ struct re_peer {
 
     atomic_uint64_t n_errors;   /* Batches the library refused. */
     atomic_uint64_t n_faults;   /* Device calls failed: chunked on CPU. */
+
+    /* Encoder only: datapath batches held while their payloads were
+     * chunked with others', the gathers they were chunked in, and the
+     * batches that could not be held and were encoded at once. */
+    atomic_uint64_t n_held;
+    atomic_uint64_t n_gathers;
+    atomic_uint64_t n_not_held;
 };
 
 static struct cmap peers = CMAP_INITIALIZER;
@@ -257,23 +267,14 @@ re_peer_from_args(const char *args, bool encoder)
     return re_peer_find(buf, encoder);
 }
 
+/* Points 'frames' at the data of the 'n' 'packets', with their lengths
+ * and the room each may use ('caps'). */
 static void
-re_run(const char *args, struct gpu_service_batch *b, bool encoder)
+re_frames_prepare(struct dp_packet *const *packets, size_t n, bool encoder,
+                  uint8_t **frames, size_t *lens, size_t *caps)
 {
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    struct re_peer *p = re_peer_from_args(args, encoder);
-    uint8_t *frames[NETDEV_MAX_BURST];
-    size_t lens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
-    int results[NETDEV_MAX_BURST];
-    int status;
-
-    if (!p) {
-        VLOG_WARN_RL(&rl, "%s(%s): no such peer; packets pass unchanged",
-                     encoder ? "re_encode" : "re_decode", args);
-        return;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        struct dp_packet *packet = b->pkts[i].packet;
+    for (size_t i = 0; i < n; i++) {
+        struct dp_packet *packet = packets[i];
         size_t size = dp_packet_size(packet);
 
         if (size < RE_MAX_FRAME
@@ -291,6 +292,30 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
             caps[i] = MIN(caps[i], MAX(size, RE_MAX_FRAME));
         }
     }
+}
+
+/* Encodes or decodes 'b' at once (re_decode, and the batches re_encode
+ * does not hold). */
+static void
+re_run(const char *args, struct gpu_service_batch *b, bool encoder)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct re_peer *p = re_peer_from_args(args, encoder);
+    struct dp_packet *packets[NETDEV_MAX_BURST];
+    uint8_t *frames[NETDEV_MAX_BURST];
+    size_t lens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
+    int results[NETDEV_MAX_BURST];
+    int status;
+
+    if (!p) {
+        VLOG_WARN_RL(&rl, "%s(%s): no such peer; packets pass unchanged",
+                     encoder ? "re_encode" : "re_decode", args);
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        packets[i] = b->pkts[i].packet;
+    }
+    re_frames_prepare(packets, b->n, encoder, frames, lens, caps);
 
     ovs_mutex_lock(&p->mutex);
     if (encoder) {
@@ -330,9 +355,463 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
     }
 }
 
+/* ------------------------------------------------- re_encode's held batches.
+ *
+ * Chunking a 32-packet datapath batch on the GPU is a device round trip
+ * (about 100 us on the H100) for little work, so re_encode holds each
+ * batch (patch 0010) while its payloads gather with those of the batches
+ * after it, and chunks them all in one call.  Once a gather is chunked,
+ * its batches are encoded on the CPU, oldest first, and the PMD loop's
+ * per-iteration 'poll' hook sends them on along copies of the actions
+ * that followed re_encode, oldest first.
+ *
+ * The gathers are the thread's, one pair per peer (one filling while the
+ * other is chunked): a peer's batches are encoded in the order the thread
+ * received them, which is the order it sends them in, and the order
+ * within each flow, which comes to one thread.  Gathering per thread
+ * rather than per peer keeps each thread's held batches, its count of
+ * them (gpu_service_n_held) and the context they are sent from (its
+ * emitter: its ports' tx queues) its own; a peer whose packets come to
+ * several PMD threads interleaves their gathers, under the peer's mutex,
+ * as it interleaved their batches when it encoded them at once.  Each
+ * thread sends its packets in the order it encoded them; between two
+ * threads the link's order may differ from the encoder's, as it could
+ * before, which the decoder survives at the cost of the references it
+ * then cannot resolve (such packets are dropped and counted, never
+ * delivered wrong).  One thread per peer keeps the link exact.
+ *
+ * A gather is submitted when the one before it is done and its oldest
+ * batch waited gpu-max-hold-us, or the thread received nothing (no more
+ * batches to gather with), or it is nearly full; the thread waits for
+ * the device only when both of a peer's gathers are full, or when it
+ * must send everything (GPU_SERVICE_POLL_FINISH, or a batch it cannot
+ * hold: nested in clone or sample, or the caller keeps its packets).
+ * Such a batch is encoded at once, after the thread's held batches went
+ * on, and counted.  A failed chunking call (a device fault) has its
+ * batches chunked on the CPU with the same cuts. */
+#define RE_GATHER_PACKETS 2048
+#define RE_GATHER_BYTES (2u << 20)
+/* A datapath batch's payloads always fit in an empty gather. */
+BUILD_ASSERT_DECL(NETDEV_MAX_BURST * GPU_RE_MAX_PAYLOAD <= RE_GATHER_BYTES);
+BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
+
+struct re_gather;
+struct re_gatherer;
+
+/* A datapath batch held until its payloads are chunked and it is
+ * encoded. */
+struct re_held {
+    struct gpu_service_held held;   /* The packets and where they go. */
+    struct re_gather *g;            /* The gather its payloads are in... */
+    size_t first;                   /* ...from this payload on. */
+    uint32_t staged;                /* Bit i: packet i's payload is there
+                                     * (else the packet is not eligible). */
+};
+
+/* The payloads of some of a thread's held batches for one peer, chunked
+ * in one call. */
+struct re_gather {
+    struct gpu_re_batch *batch;     /* On the peer's chunker. */
+    uint8_t *data;                  /* RE_GATHER_BYTES, pinned. */
+    uint32_t *offsets;              /* RE_GATHER_PACKETS + 1, pinned. */
+    size_t n;                       /* Payloads. */
+    size_t n_batches;               /* Held batches (some maybe without
+                                     * eligible payloads). */
+    long long int first_us;         /* When its first batch came. */
+    struct re_gatherer *gt;         /* Its owner. */
+};
+
+/* A thread's gathers for one peer: one filling while the other is
+ * chunked. */
+struct re_gatherer {
+    struct re_peer *p;
+    struct re_gather slots[2];
+    struct gpu_service_gathers gathers;     /* Over 'slots'. */
+    struct gpu_service_holder *holder;      /* The thread's. */
+};
+
+/* A thread's held batches, oldest first, and its gatherers, one for each
+ * peer it encoded for. */
+struct re_holder {
+    struct gpu_service_holder holder;
+    struct re_gatherer **gatherers;
+    size_t n_gatherers;
+};
+
+static pthread_once_t holder_once = PTHREAD_ONCE_INIT;
+static pthread_key_t holder_key;
+
+/* Encodes held batch 'h' with the chunks of its payloads in 'batch', or,
+ * if 'batch' is NULL, chunking them here on the CPU.  'ahead' is
+ * gpu_re_encoder_prefetch_batch()'s, over the whole gather of
+ * 'n_payloads'.  The caller holds the peer's mutex. */
 static void
-re_encode_run(const char *args, struct gpu_service_batch *b)
+re_held_encode(struct re_peer *p, struct re_held *h,
+               const struct gpu_re_batch *batch, size_t n_payloads,
+               size_t *ahead)
+    OVS_REQUIRES(p->mutex)
 {
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct dp_packet_batch *packets = &h->held.packets;
+    size_t n = dp_packet_batch_size(packets);
+    uint8_t *frames[NETDEV_MAX_BURST];
+    size_t lens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
+    size_t j = h->first;
+
+    re_frames_prepare(packets->packets, n, true, frames, lens, caps);
+    for (size_t i = 0; i < n; i++) {
+        struct gpu_re_chunks chunks;
+        int result;
+
+        if (batch && h->staged & (UINT32_C(1) << i)) {
+            *ahead = gpu_re_encoder_prefetch_batch(p->enc, batch, j, *ahead,
+                                                   n_payloads);
+            gpu_re_batch_chunks(batch, j++, &chunks);
+            result = gpu_re_encode_packet_chunks(p->enc, frames[i], &lens[i],
+                                                 caps[i], &chunks);
+        } else {
+            result = gpu_re_encode_packet(p->enc, frames[i], &lens[i],
+                                          caps[i]);
+        }
+        if (result < 0) {
+            /* The frame changed since its payload was gathered: it goes
+             * on as it is, which the decoder's checks survive. */
+            gpu_counter_add(&p->n_errors, 1);
+            VLOG_WARN_RL(&rl, "re_encode peer %s: %s; a held packet passes "
+                         "unchanged", p->name, gpu_status_string(result));
+        } else {
+            dp_packet_set_size(packets->packets[i], lens[i]);
+        }
+    }
+}
+
+/* Completes 'g', whose chunking call ended with 'status' (or could not
+ * start): encodes its batches, in order, with its chunks, or chunking
+ * them on the CPU if the call failed, and makes them ready to go on. */
+static void
+re_gather_complete(void *g_, int status)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct re_gather *g = g_;
+    struct re_peer *p = g->gt->p;
+    struct re_held *h;
+    size_t ahead = 0;
+
+    gpu_counter_add(&p->n_gathers, 1);
+    if (status) {
+        bool fault = gpu_service_is_device_error(status);
+
+        gpu_counter_add(fault ? &p->n_faults : &p->n_errors, 1);
+        VLOG_WARN_RL(&rl, "re_encode peer %s: %schunking failed (%s); "
+                     "%"PRIuSIZE" packets chunked on the CPU", p->name,
+                     fault ? "device " : "", gpu_status_string(status),
+                     g->n);
+    }
+    ovs_mutex_lock(&p->mutex);
+    LIST_FOR_EACH (h, held.node, &g->gt->holder->held) {
+        if (h->g == g && !h->held.ready) {
+            re_held_encode(p, h, status ? NULL : g->batch, g->n, &ahead);
+            h->held.ready = true;
+        }
+    }
+    ovs_mutex_unlock(&p->mutex);
+    g->n = 0;
+    g->n_batches = 0;
+}
+
+static bool
+re_gather_is_empty(const void *g_)
+{
+    const struct re_gather *g = g_;
+
+    return !g->n_batches;
+}
+
+static int
+re_gather_start(void *g_)
+{
+    struct re_gather *g = g_;
+
+    return gpu_re_batch_submit(g->batch, NULL, g->data, g->offsets, g->n);
+}
+
+static int
+re_gather_poll(void *g_)
+{
+    struct re_gather *g = g_;
+
+    return gpu_re_batch_poll(g->batch);
+}
+
+static int
+re_gather_wait(void *g_)
+{
+    struct re_gather *g = g_;
+
+    return gpu_re_batch_wait(g->batch);
+}
+
+static const struct gpu_service_gather_ops re_gather_ops = {
+    .target = GPU_FAULT_RE,
+    .is_empty = re_gather_is_empty,
+    .start = re_gather_start,
+    .poll = re_gather_poll,
+    .wait = re_gather_wait,
+    .complete = re_gather_complete,
+};
+
+/* True if the filling gather 'g' should be chunked now: it is nearly
+ * full, or its oldest batch waited gpu-max-hold-us, or 'idle' says no
+ * more batches are coming to gather with. */
+static bool
+re_gather_due(const struct re_gather *g, bool idle)
+{
+    return g->n_batches
+           && (idle
+               || g->n > RE_GATHER_PACKETS - NETDEV_MAX_BURST
+               || RE_GATHER_BYTES - g->offsets[g->n]
+                  < NETDEV_MAX_BURST * RE_MAX_FRAME
+               || time_usec() - g->first_us
+                  >= gpu_services_get_max_hold_us());
+}
+
+/* Gathers the payloads of held batch 'h' with 'gt''s and puts 'h' in the
+ * thread's FIFO. */
+static void
+re_gather(struct re_gatherer *gt, struct re_held *h)
+{
+    struct dp_packet_batch *packets = &h->held.packets;
+    size_t n = dp_packet_batch_size(packets);
+    int lens[NETDEV_MAX_BURST];
+    size_t ofs[NETDEV_MAX_BURST];
+    size_t n_payloads = 0, n_bytes = 0;
+    struct re_gather *g;
+
+    for (size_t i = 0; i < n; i++) {
+        struct dp_packet *packet = packets->packets[i];
+
+        lens[i] = gpu_re_packet_payload(dp_packet_data(packet),
+                                        dp_packet_size(packet), &ofs[i]);
+        if (lens[i] >= 0) {
+            n_payloads++;
+            n_bytes += lens[i];
+        }
+    }
+    gpu_service_gathers_finish(&gt->gathers, false);
+    g = gpu_service_gathers_filling(&gt->gathers);
+    if (g->n_batches && (g->n + n_payloads > RE_GATHER_PACKETS
+                         || g->offsets[g->n] + n_bytes > RE_GATHER_BYTES)) {
+        /* The next gather is empty after. */
+        gpu_service_gathers_submit(&gt->gathers);
+        g = gpu_service_gathers_filling(&gt->gathers);
+    }
+    if (!g->n_batches) {
+        g->first_us = time_usec();
+        g->offsets[0] = 0;
+    }
+    h->g = g;
+    h->first = g->n;
+    h->staged = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lens[i] >= 0) {
+            memcpy(g->data + g->offsets[g->n],
+                   (const uint8_t *) dp_packet_data(packets->packets[i])
+                   + ofs[i], lens[i]);
+            g->offsets[g->n + 1] = g->offsets[g->n] + lens[i];
+            g->n++;
+            h->staged |= UINT32_C(1) << i;
+        }
+    }
+    g->n_batches++;
+    gpu_service_holder_push(gt->holder, &h->held, &gt->gathers);
+    if (re_gather_due(g, false)
+        && gpu_service_gathers_finish(&gt->gathers, false)) {
+        /* Held packets wait for the chunking before them rather than make
+         * the thread wait, unless the gather is full. */
+        gpu_service_gathers_submit(&gt->gathers);
+    }
+}
+
+static void
+re_gatherer_free(struct re_gatherer *gt)
+{
+    for (int i = 0; i < 2; i++) {
+        struct re_gather *g = &gt->slots[i];
+
+        gpu_re_batch_destroy(g->batch);
+        gpu_host_free(g->data);
+        gpu_host_free(g->offsets);
+    }
+    free(gt);
+}
+
+static void
+re_holder_destroy(void *ho_)
+{
+    struct re_holder *ho = ho_;
+
+    for (size_t i = 0; i < ho->n_gatherers; i++) {
+        struct re_gatherer *gt = ho->gatherers[i];
+
+        /* Encode what was gathered: the peer's stream must not skip it. */
+        gpu_service_gathers_submit(&gt->gathers);
+        gpu_service_gathers_finish(&gt->gathers, true);
+    }
+    /* A datapath thread sends on what it holds before it exits (the 'poll'
+     * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left. */
+    gpu_service_holder_destroy(&ho->holder);
+    for (size_t i = 0; i < ho->n_gatherers; i++) {
+        re_gatherer_free(ho->gatherers[i]);
+    }
+    free(ho->gatherers);
+    free(ho);
+}
+
+static void
+re_holder_key_create(void)
+{
+    xpthread_key_create(&holder_key, re_holder_destroy);
+}
+
+static void
+re_held_send(struct gpu_service_held *held,
+             const struct gpu_service_emitter *emitter)
+{
+    gpu_service_held_send(held, emitter, "re_encode");
+    free(CONTAINER_OF(held, struct re_held, held));
+}
+
+static void
+re_held_free(struct gpu_service_held *held)
+{
+    gpu_service_held_uninit(held);
+    free(CONTAINER_OF(held, struct re_held, held));
+}
+
+static const struct gpu_service_holder_class re_holder_class = {
+    .name = "re_encode",
+    .send = re_held_send,
+    .free = re_held_free,
+};
+
+static struct re_holder *
+re_holder_get(bool create)
+{
+    struct re_holder *ho;
+
+    pthread_once(&holder_once, re_holder_key_create);
+    ho = pthread_getspecific(holder_key);
+    if (!ho && create) {
+        ho = xzalloc(sizeof *ho);
+        gpu_service_holder_init(&ho->holder, &re_holder_class);
+        xpthread_setspecific(holder_key, ho);
+    }
+    return ho;
+}
+
+/* Returns the calling thread's gatherer for 'p', or NULL if there is no
+ * memory for one (its batches are then encoded at once). */
+static struct re_gatherer *
+re_gatherer_get(struct re_peer *p)
+{
+    struct re_holder *ho = re_holder_get(true);
+    struct re_gatherer *gt;
+
+    for (size_t i = 0; i < ho->n_gatherers; i++) {
+        if (ho->gatherers[i]->p == p) {
+            return ho->gatherers[i];
+        }
+    }
+    gt = xzalloc(sizeof *gt);
+    gt->p = p;
+    gt->holder = &ho->holder;
+    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, &gt->slots[0],
+                             &gt->slots[1]);
+    for (int i = 0; i < 2; i++) {
+        struct re_gather *g = &gt->slots[i];
+
+        g->gt = gt;
+        g->data = gpu_host_alloc(RE_GATHER_BYTES);
+        g->offsets = gpu_host_alloc((RE_GATHER_PACKETS + 1)
+                                    * sizeof *g->offsets);
+        /* The chunker hashes the chunks too, as for a batch encoded at
+         * once (gpu_re_encode_packets()). */
+        if (!g->data || !g->offsets
+            || gpu_re_batch_create_flags(p->chunker, RE_GATHER_PACKETS,
+                                         RE_GATHER_BYTES,
+                                         GPU_RE_BATCH_HASHES, &g->batch)) {
+            re_gatherer_free(gt);
+            return NULL;
+        }
+    }
+    ho->gatherers = xrealloc(ho->gatherers, (ho->n_gatherers + 1)
+                                            * sizeof *ho->gatherers);
+    ho->gatherers[ho->n_gatherers++] = gt;
+    return gt;
+}
+
+/* The datapath's per-iteration hook, while the thread holds batches:
+ * completes the chunking in flight without waiting, starts the next when
+ * it is due, and sends on what is encoded. */
+static void
+re_poll(const struct gpu_service_emitter *emitter,
+        enum gpu_service_poll_mode mode)
+{
+    struct re_holder *ho = re_holder_get(false);
+
+    if (!ho) {
+        return;
+    }
+    for (size_t i = 0; i < ho->n_gatherers; i++) {
+        struct re_gatherer *gt = ho->gatherers[i];
+
+        if (gpu_service_gathers_finish(&gt->gathers, false)
+            && re_gather_due(gpu_service_gathers_filling(&gt->gathers),
+                             mode != GPU_SERVICE_POLL_BUSY)) {
+            gpu_service_gathers_submit(&gt->gathers);
+        }
+    }
+    gpu_service_holder_release(&ho->holder, emitter,
+                               mode == GPU_SERVICE_POLL_FINISH);
+}
+
+/* re_encode's 'hold': holds 'packets' (the datapath batch 'b' is of) to
+ * chunk its payloads with later batches', or encodes 'b' at once if it
+ * cannot be held. */
+static void
+re_encode_hold(const char *args, struct gpu_service_batch *b,
+               struct dp_packet_batch *packets, bool may_steal,
+               const struct gpu_service_next *next,
+               const struct gpu_service_emitter *emitter)
+{
+    struct re_peer *p = re_peer_from_args(args, true);
+    struct re_holder *ho;
+
+    if (p && may_steal && next && emitter && b->n) {
+        struct re_gatherer *gt = re_gatherer_get(p);
+
+        if (gt) {
+            struct re_held *h = xmalloc(sizeof *h);
+
+            gpu_service_held_init(&h->held, packets, next);
+            re_gather(gt, h);
+            /* The packets are the held batch's now. */
+            dp_packet_batch_init(packets);
+            gpu_counter_add(&p->n_held, 1);
+            return;
+        }
+    }
+    /* Nested in clone or sample, or the caller keeps the packets, or no
+     * memory to gather: encoded at once, after what the thread holds went
+     * on, which it must not overtake (the same flow, or the same peer's
+     * stream). */
+    if (p) {
+        gpu_counter_add(&p->n_not_held, 1);
+    }
+    ho = re_holder_get(false);
+    if (ho && emitter) {
+        gpu_service_holder_release(&ho->holder, emitter, true);
+    }
     re_run(args, b, true);
 }
 
@@ -345,7 +824,8 @@ re_decode_run(const char *args, struct gpu_service_batch *b)
 const struct gpu_service_impl gpu_re_encode_service_impl = {
     .type = GPU_SERVICE_RE_ENCODE,
     .check = re_encode_check,
-    .run = re_encode_run,
+    .hold = re_encode_hold,
+    .poll = re_poll,
 };
 
 const struct gpu_service_impl gpu_re_decode_service_impl = {
@@ -385,10 +865,18 @@ re_format_peer(struct ds *s, struct re_peer *p)
                   p->encoder ? "re_encode" : "re_decode", p->name,
                   p->options[0] ? p->options : "default options");
     if (p->encoder) {
-        uint64_t n_faults;
+        uint64_t n_faults, n_held, n_gathers, n_not_held;
 
         atomic_read_relaxed(&p->n_faults, &n_faults);
+        atomic_read_relaxed(&p->n_held, &n_held);
+        atomic_read_relaxed(&p->n_gathers, &n_gathers);
+        atomic_read_relaxed(&p->n_not_held, &n_not_held);
         ds_put_format(s, "  chunking: %s\n", gpu_re_chunker_why(p->chunker));
+        ds_put_format(s, "  held: %"PRIu64" batches in %"PRIu64" gathers "
+                      "(%.1f batches a gather), %"PRIu64" went the "
+                      "synchronous way\n", n_held, n_gathers,
+                      n_gathers ? (double) n_held / n_gathers : 0.0,
+                      n_not_held);
         ds_put_format(s, "  device faults: %"PRIu64" batches chunked on the "
                       "CPU\n", n_faults);
     }

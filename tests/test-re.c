@@ -372,12 +372,22 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
                                                   : 0), &b), GPU_OK);
     for (int again = 0; again < 2; again++) {
         if (!again) {
+            int status;
+
+            /* The first submission is polled for, as a caller that holds
+             * its packets meanwhile does; the results must be the same. */
             assert_int_equal(gpu_re_batch_submit(b, NULL, data, offsets, n),
                              GPU_OK);
+            while ((status = gpu_re_batch_poll(b)) == GPU_ERR_BUSY) {
+                continue;
+            }
+            assert_int_equal(status, GPU_OK);
+            /* Done means done: not busy, nothing more to poll for. */
+            assert_int_equal(gpu_re_batch_poll(b), GPU_OK);
         } else {
             assert_int_equal(gpu_re_batch_resubmit(b, NULL), GPU_OK);
+            assert_int_equal(gpu_re_batch_wait(b), GPU_OK);
         }
-        assert_int_equal(gpu_re_batch_wait(b), GPU_OK);
     }
     gpu_re_batch_results(b, &ends, &fps);
     for (size_t i = 0; i < n; i++) {
@@ -406,6 +416,8 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
     struct gpu_re_chunker_stats st;
     gpu_re_chunker_get_stats(c, &st);
     assert_int_equal(st.n_fallbacks, 0);
+    /* Each submission counted once, polled or waited for. */
+    assert_int_equal(st.n_batches, 2);
     gpu_re_batch_destroy(b);
     gpu_re_chunker_destroy(c);
     free(e);
@@ -1546,6 +1558,147 @@ test_packets(void **state)
     trace_free(&t);
 }
 
+/* The encoder's gathered path, as re_encode holds datapath bursts: the
+ * payloads of several bursts chunked in one batch (polled for), then the
+ * frames encoded in order with gpu_re_encode_packet_chunks(), must give
+ * the frames gpu_re_encode_packet() gives one by one. */
+static void
+test_packets_gathered(void **state)
+{
+    uint64_t seed = case_seed(7, 0);
+    struct rng r = { seed };
+    struct gpu_re_config cfg;
+    struct trace t;
+
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+    gpu_re_config_init(&cfg);
+    cfg.cache_size = 256 * 1024;
+    cfg.epoch = 99;
+    make_trace(&t, &r, 20, 1400, 0);
+
+    size_t n = t.n;
+    struct frame *orig = malloc(n * sizeof *orig);
+    struct frame *ref = malloc(n * sizeof *ref);
+    struct frame *got = malloc(n * sizeof *got);
+
+    for (size_t i = 0; i < n; i++) {
+        size_t l3 = build_frame(&orig[i], &r, rng_below(&r, 2),
+                                rng_below(&r, 2), rng_below(&r, 4) == 0,
+                                t.data + t.offsets[i],
+                                t.offsets[i + 1] - t.offsets[i]);
+
+        if (!rng_below(&r, 10)) {
+            orig[i].buf[l3 - 1] = 0x06;     /* Not IP: passes. */
+        }
+    }
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_re_chunker_config cc;
+        struct gpu_re_chunker *ch;
+        struct gpu_re_encoder *e, *eg;
+        struct gpu_re_batch *b;
+        struct gpu_re_stats es, egs;
+        const size_t max_gather = 200;
+        uint32_t *offsets = gpu_host_alloc((max_gather + 1)
+                                           * sizeof *offsets);
+        uint8_t *data = gpu_host_alloc(max_gather * 2048);
+
+        gpu_re_chunker_config_init(&cc);
+        cc.backend = backends[bi];
+        assert_int_equal(gpu_re_chunker_create(&cc, &ch), GPU_OK);
+        assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+        assert_int_equal(gpu_re_encoder_create(&cfg, ch, &eg), GPU_OK);
+        assert_int_equal(gpu_re_batch_create_flags(ch, max_gather,
+                                                   max_gather * 2048,
+                                                   GPU_RE_BATCH_HASHES, &b),
+                         GPU_OK);
+        for (size_t i0 = 0; i0 < n;) {
+            /* A gather of 1 to 6 bursts of up to 32 frames. */
+            size_t ng = 1 + rng_below(&r, 6 * 32);
+            size_t np = 0;
+            int idx[6 * 32];
+            int status;
+
+            ng = ng < n - i0 ? ng : n - i0;
+            offsets[0] = 0;
+            for (size_t j = 0; j < ng; j++) {
+                size_t ofs;
+                int plen;
+
+                got[i0 + j] = orig[i0 + j];
+                plen = gpu_re_packet_payload(got[i0 + j].buf,
+                                             got[i0 + j].len, &ofs);
+                idx[j] = -1;
+                if (plen >= 0) {
+                    memcpy(data + offsets[np], got[i0 + j].buf + ofs, plen);
+                    offsets[np + 1] = offsets[np] + plen;
+                    idx[j] = np++;
+                }
+            }
+            assert_int_equal(gpu_re_batch_submit(b, NULL, data, offsets, np),
+                             GPU_OK);
+            while ((status = gpu_re_batch_poll(b)) == GPU_ERR_BUSY) {
+                continue;
+            }
+            assert_int_equal(status, GPU_OK);
+            for (size_t j = 0; j < ng; j++) {
+                struct frame *x = &got[i0 + j], *y = &ref[i0 + j];
+                struct gpu_re_chunks chunks;
+                int res, want;
+
+                *y = orig[i0 + j];
+                want = gpu_re_encode_packet(e, y->buf, &y->len,
+                                            sizeof y->buf);
+                if (idx[j] >= 0) {
+                    gpu_re_batch_chunks(b, idx[j], &chunks);
+                    if (chunks.n > 1 && !rng_below(&r, 8)) {
+                        /* Chunks of another length are refused, and the
+                         * frame and the encoder are left alone. */
+                        struct gpu_re_chunks bad = chunks;
+
+                        bad.n--;
+                        assert_int_equal(gpu_re_encode_packet_chunks(
+                                             eg, x->buf, &x->len,
+                                             sizeof x->buf, &bad),
+                                         GPU_ERR_INVALID);
+                        assert_memory_equal(x->buf, orig[i0 + j].buf,
+                                            x->len);
+                    }
+                    res = gpu_re_encode_packet_chunks(eg, x->buf, &x->len,
+                                                      sizeof x->buf,
+                                                      &chunks);
+                } else {
+                    res = gpu_re_encode_packet_chunks(eg, x->buf, &x->len,
+                                                      sizeof x->buf, NULL);
+                }
+                assert_int_equal(res, want);
+                if (x->len != y->len || memcmp(x->buf, y->buf, y->len)) {
+                    fail_msg("seed 0x%016" PRIx64 ": gathered encode on %s "
+                             "differs at packet %zu", seed,
+                             gpu_re_backend_name(backends[bi]), i0 + j);
+                }
+            }
+            i0 += ng;
+        }
+        gpu_re_encoder_get_stats(e, &es);
+        gpu_re_encoder_get_stats(eg, &egs);
+        assert_int_equal(es.packets, egs.packets);
+        assert_int_equal(es.passed, egs.passed);
+        assert_int_equal(es.shims, egs.shims);
+        assert_int_equal(es.bytes_out, egs.bytes_out);
+        assert_true(es.shims > 0 && es.passed > 0);
+        gpu_re_batch_destroy(b);
+        gpu_re_encoder_destroy(e);
+        gpu_re_encoder_destroy(eg);
+        gpu_re_chunker_destroy(ch);
+        gpu_host_free(offsets);
+        gpu_host_free(data);
+    }
+    free(orig);
+    free(ref);
+    free(got);
+    trace_free(&t);
+}
+
 int
 main(void)
 {
@@ -1578,6 +1731,7 @@ main(void)
         cmocka_unit_test(test_loss_reorder),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_packets),
+        cmocka_unit_test(test_packets_gathered),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {

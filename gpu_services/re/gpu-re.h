@@ -193,6 +193,12 @@ int gpu_re_batch_resubmit(struct gpu_re_batch *, struct gpu_stream *);
 /* Blocks until the submission is done.  If the device failed, the batch
  * is chunked on the CPU instead (counted in the chunker's stats). */
 int gpu_re_batch_wait(struct gpu_re_batch *);
+/* gpu_re_batch_wait() without the blocking, for a caller that holds its
+ * packets meanwhile and checks again later: GPU_ERR_BUSY if the device
+ * is still at it, else what gpu_re_batch_wait() would return, with the
+ * results then valid (a batch with nothing in flight is done).  The CPU
+ * backend chunks at submit, so its batches are always done. */
+int gpu_re_batch_poll(struct gpu_re_batch *);
 /* The results of the last completed submission: 'ends' and (if asked
  * for) 'fps', indexed by slot as above; valid until the next submit. */
 void gpu_re_batch_results(const struct gpu_re_batch *,
@@ -430,6 +436,21 @@ void gpu_re_decoder_observe(struct gpu_re_decoder *, const uint8_t *payload,
  * GPU_RE_PASS, or GPU_RE_UNDECODABLE (drop it). */
 int gpu_re_encode_packet(struct gpu_re_encoder *, uint8_t *frame,
                          size_t *len, size_t cap);
+
+/* For a caller that chunks frames' payloads in batches of its own (many
+ * bursts in one device call, say) and encodes the frames later, in
+ * order: returns the length of the payload that gpu_re_encode_packet()
+ * would encode, with its offset in the frame in '*ofs', or -1 if the
+ * frame is not eligible (it would pass). */
+int gpu_re_packet_payload(const uint8_t *frame, size_t len, size_t *ofs);
+
+/* gpu_re_encode_packet() with the payload's 'chunks' from a batch
+ * (gpu_re_batch_chunks()), or NULL to chunk it here: the same frame and
+ * counters.  GPU_ERR_INVALID, with nothing changed, if the chunks do not
+ * cut this frame's payload (the frame changed since it was chunked). */
+int gpu_re_encode_packet_chunks(struct gpu_re_encoder *, uint8_t *frame,
+                                size_t *len, size_t cap,
+                                const struct gpu_re_chunks *chunks);
 int gpu_re_decode_packet(struct gpu_re_decoder *, uint8_t *frame,
                          size_t *len, size_t cap);
 

@@ -840,6 +840,25 @@ gpu_re_encode(struct gpu_re_encoder *e, const uint8_t *payload, size_t len,
                                 out_len);
 }
 
+/* True if 'chunks' (from outside) tile a payload of 'len' bytes. */
+static bool
+chunks_tile(const struct gpu_re_chunks *chunks, size_t len)
+{
+    const uint16_t *ends = chunks ? chunks->ends : NULL;
+    size_t n_chunks = chunks ? chunks->n : 0;
+
+    if (!ends || n_chunks > len
+        || (len && (!n_chunks || ends[n_chunks - 1] != len))) {
+        return false;
+    }
+    for (size_t i = 0; i < n_chunks; i++) {
+        if (!ends[i] || (i && ends[i] <= ends[i - 1])) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int
 gpu_re_encode_chunks(struct gpu_re_encoder *e, const uint8_t *payload,
                      size_t len, const struct gpu_re_chunks *chunks,
@@ -847,22 +866,12 @@ gpu_re_encode_chunks(struct gpu_re_encoder *e, const uint8_t *payload,
 {
     const uint16_t *ends = chunks ? chunks->ends : NULL;
     size_t n_chunks = chunks ? chunks->n : 0;
-    size_t shim_len = 0, i;
+    size_t shim_len = 0;
     int r;
 
     if (!e || (len && !payload) || len > GPU_RE_MAX_PAYLOAD || !out
-        || !out_len || !ends) {
+        || !out_len || !chunks_tile(chunks, len)) {
         return GPU_ERR_INVALID;
-    }
-    /* Cuts from outside: they must tile the payload. */
-    if (n_chunks > len || (len && (!n_chunks
-                                   || ends[n_chunks - 1] != len))) {
-        return GPU_ERR_INVALID;
-    }
-    for (i = 0; i < n_chunks; i++) {
-        if (!ends[i] || (i && ends[i] <= ends[i - 1])) {
-            return GPU_ERR_INVALID;
-        }
     }
     r = encode(e, payload, len, ends, n_chunks, chunks->hashes,
                chunks->payload_hash, out_size, &shim_len);
@@ -1433,8 +1442,21 @@ encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
 }
 
 int
-gpu_re_encode_packet(struct gpu_re_encoder *e, uint8_t *f, size_t *len,
-                     size_t cap)
+gpu_re_packet_payload(const uint8_t *f, size_t len, size_t *ofs)
+{
+    struct pkt k;
+    int plen = f ? eligible(f, len, &k) : -1;
+
+    if (plen >= 0 && ofs) {
+        *ofs = k.l4 + k.l4_len;
+    }
+    return plen;
+}
+
+int
+gpu_re_encode_packet_chunks(struct gpu_re_encoder *e, uint8_t *f,
+                            size_t *len, size_t cap,
+                            const struct gpu_re_chunks *chunks)
 {
     struct pkt k;
     int plen;
@@ -1444,10 +1466,23 @@ gpu_re_encode_packet(struct gpu_re_encoder *e, uint8_t *f, size_t *len,
     }
     plen = eligible(f, *len, &k);
     if (plen < 0) {
+        if (chunks) {
+            return GPU_ERR_INVALID;     /* Chunked as eligible before. */
+        }
         e->stats.passed++;
         return GPU_RE_PASS;
     }
-    return encode_frame(e, f, len, cap, &k, plen, NULL);
+    if (chunks && !chunks_tile(chunks, plen)) {
+        return GPU_ERR_INVALID;
+    }
+    return encode_frame(e, f, len, cap, &k, plen, chunks);
+}
+
+int
+gpu_re_encode_packet(struct gpu_re_encoder *e, uint8_t *f, size_t *len,
+                     size_t cap)
+{
+    return gpu_re_encode_packet_chunks(e, f, len, cap, NULL);
 }
 
 int

@@ -172,4 +172,5 @@ const struct gpu_re_provider gpu_re_cpu_provider = {
     cpu_batch_uninit,
     cpu_submit,
     cpu_wait,
+    cpu_wait,                   /* Chunked at submit: always done. */
 };

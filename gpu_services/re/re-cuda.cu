@@ -472,21 +472,43 @@ cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
     return GPU_OK;
 }
 
+/* Completes the batch's submission, whose event 'done' ended with
+ * 'error' (or whose launch failed): on the CPU if the device failed. */
 static int
-cuda_wait(struct gpu_re_batch *b)
+cuda_complete(struct gpu_re_batch *b, int error)
 {
     struct cuda_batch *x = cb(b);
-    int error = GPU_OK;
 
-    if (!x->fallback) {
-        error = CK(cudaEventSynchronize(x->done));
-    }
     if (x->fallback || error) {
         __atomic_fetch_add(&b->c->n_fallbacks, 1, __ATOMIC_RELAXED);
         gpu_re_cpu_chunk_batch(b);
         x->fallback = false;
     }
     return GPU_OK;
+}
+
+static int
+cuda_wait(struct gpu_re_batch *b)
+{
+    struct cuda_batch *x = cb(b);
+
+    return cuda_complete(b, x->fallback
+                            ? GPU_OK : CK(cudaEventSynchronize(x->done)));
+}
+
+static int
+cuda_poll(struct gpu_re_batch *b)
+{
+    struct cuda_batch *x = cb(b);
+    cudaError_t e = cudaSuccess;
+
+    if (!x->fallback) {
+        e = cudaEventQuery(x->done);
+        if (e == cudaErrorNotReady) {
+            return GPU_ERR_BUSY;
+        }
+    }
+    return cuda_complete(b, x->fallback ? GPU_OK : CK(e));
 }
 
 extern "C" {
@@ -499,5 +521,6 @@ const struct gpu_re_provider gpu_re_cuda_provider = {
     cuda_batch_uninit,
     cuda_submit,
     cuda_wait,
+    cuda_poll,
 };
 }

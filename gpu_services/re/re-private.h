@@ -47,6 +47,8 @@ struct gpu_re_provider {
      * kernels on the data already on the device. */
     int (*submit)(struct gpu_re_batch *, struct gpu_stream *, bool again);
     int (*wait)(struct gpu_re_batch *);
+    /* 'wait' if the submission is done, else GPU_ERR_BUSY at once. */
+    int (*poll)(struct gpu_re_batch *);
 };
 
 struct gpu_re_chunker {

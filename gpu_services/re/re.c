@@ -336,8 +336,10 @@ gpu_re_batch_resubmit(struct gpu_re_batch *b, struct gpu_stream *stream)
     return error;
 }
 
-int
-gpu_re_batch_wait(struct gpu_re_batch *b)
+/* Waits for the batch's submission if 'block', else only looks: the two
+ * ways a caller learns that a submission is done, counted once. */
+static int
+batch_finish(struct gpu_re_batch *b, bool block)
 {
     int error;
 
@@ -347,12 +349,27 @@ gpu_re_batch_wait(struct gpu_re_batch *b)
     if (!b->busy) {
         return GPU_OK;
     }
-    error = b->c->prov->wait(b);
+    error = block ? b->c->prov->wait(b) : b->c->prov->poll(b);
+    if (error == GPU_ERR_BUSY && !block) {
+        return error;
+    }
     b->busy = false;
     if (!error) {
         count_batch(b);
     }
     return error;
+}
+
+int
+gpu_re_batch_wait(struct gpu_re_batch *b)
+{
+    return batch_finish(b, true);
+}
+
+int
+gpu_re_batch_poll(struct gpu_re_batch *b)
+{
+    return batch_finish(b, false);
 }
 
 void
