@@ -58,6 +58,11 @@ inst_destroy(struct fec_inst *inst)
     struct fec_group *g;
 
     ovs_mutex_lock(&inst->mutex);
+    /* Calls still gathered or in flight finish first, as a thread's last
+     * poll has them finish: what they rebuild waits with the rest. */
+    fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
+    fec_call_destroy(inst->spare);
+    inst->spare = NULL;
     HMAP_FOR_EACH_SAFE (g, node, &inst->groups) {
         fec_group_destroy(inst, g);
     }
