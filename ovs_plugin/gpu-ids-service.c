@@ -774,7 +774,7 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
     struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
-                 || g->offsets[g->n] + b->offsets[b->n]
+                 || g->offsets[g->n] + b->n_bytes
                     > IDS_GATHER_BYTES)) {
         /* The next gather is idle after. */
         gpu_service_gathers_submit(&gt->gathers);
@@ -823,13 +823,13 @@ ids_gather_due(const struct ids_gather *g, bool idle)
  * batch 'h', which this puts in the thread's FIFO.  Returns false if it
  * could not, and the caller scans 'b' at once. */
 static bool
-ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
+ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
            const struct gpu_ids_pkt_hdr *hdrs, struct ids_held *h)
 {
     struct ids_gatherer *gt = ids_gatherer_get(true);
     struct ids_gather *g;
 
-    if (!gt || b->offsets[b->n] > IDS_GATHER_BYTES) {
+    if (!gt || b->n_bytes > IDS_GATHER_BYTES) {
         return false;
     }
     gpu_service_gathers_finish(&gt->gathers, false);
@@ -851,11 +851,11 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
         gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
-    memcpy(g->data + g->offsets[g->n], b->data + b->offsets[0],
-           b->offsets[b->n] - b->offsets[0]);
+    /* The payloads' one copy: straight into the gather's pinned
+     * buffer. */
+    gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
     for (size_t i = 0; i < b->n; i++) {
-        g->offsets[g->n + i + 1] = g->offsets[g->n]
-                                   + (b->offsets[i + 1] - b->offsets[0]);
+        g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
         g->dropping[g->n + i] = h != NULL;
         ids_alert_info_init(&g->info[g->n + i], &b->pkts[i]);
@@ -1040,6 +1040,12 @@ ids_scan(const char *args, struct gpu_service_batch *b,
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
+    if (!gpu_service_batch_stage(b, NULL)) {
+        gpu_counter_add(&r->n_errors, 1);
+        VLOG_WARN_RL(&rl, "gpu_ids %s: no memory to stage %"PRIuSIZE
+                     " packets; they pass", r->name, b->n);
+        return;
+    }
     status = gpu_service_fault_take(GPU_FAULT_IDS);
     if (!status) {
         status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
@@ -1070,7 +1076,8 @@ ids_scan(const char *args, struct gpu_service_batch *b,
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
-    .stage_payloads = true,
+    /* Gathered payloads are copied straight into the gather. */
+    .stage_payloads = false,
     .check = ids_check,
     .hold = ids_scan,
     .poll = ids_poll,
