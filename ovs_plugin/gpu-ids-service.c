@@ -396,7 +396,9 @@ ids_alert_info_init(struct ids_alert_info *info,
     }
 }
 
-static void
+/* Logs an alert, rate-limited.  Returns false if the rate limit dropped
+ * it. */
+static bool
 ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
               const struct gpu_ids_verdict *v, bool dropped)
 {
@@ -405,7 +407,7 @@ ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
     char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
 
     if (VLOG_DROP_WARN(&rl)) {
-        return;
+        return false;
     }
     if (!gpu_ids_rule_get(r->rs, v->rule, &info)) {
         info.msg = "";
@@ -415,6 +417,7 @@ ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
     VLOG_WARN("gpu_ids %s: sid %"PRIu32" \"%s\": proto %u %s.%u > %s.%u "
               "(%s)", r->name, v->sid, info.msg, a->ip_proto, src, a->sport,
               dst, a->dport, dropped ? "dropped" : "alert");
+    return true;
 }
 
 /* Counts one scanned run of packets and logs its alerts.  A matching
@@ -427,6 +430,11 @@ ids_account(struct ids_ruleset *r, size_t n,
             const bool *dropping, enum gpu_service_verdict *out)
 {
     uint64_t n_not_ip = 0, n_matched = 0, n_dropped = 0;
+    /* Once the rate limit drops an alert of this run, the rest are not
+     * offered to it: its check takes a mutex that every PMD thread
+     * shares, per matching packet, and a run may hold thousands.  The
+     * counters below count every alert. */
+    bool logging = true;
 
     for (size_t i = 0; i < n; i++) {
         if (!info[i].is_ip) {
@@ -442,7 +450,9 @@ ids_account(struct ids_ruleset *r, size_t n,
             out[i] = GPU_SERVICE_DROP;
         }
         n_dropped += drop;
-        ids_log_alert(r, &info[i], &verdicts[i], drop);
+        if (logging) {
+            logging = ids_log_alert(r, &info[i], &verdicts[i], drop);
+        }
     }
     gpu_counter_add(&r->n_packets, n - n_not_ip);
     gpu_counter_add(&r->n_bytes, n_bytes);
