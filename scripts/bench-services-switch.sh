@@ -55,6 +55,10 @@
 # links would.  --frames: the Internet mix (default) or frames of one
 # size (e.g. 1500).
 #
+# BENCH_SAMPLES=N in the environment: after each service row's rate, N
+# stack samples of its PMD threads (scripts/pmd-stack-sample.sh: gdb or
+# cuda-gdb, for machines without perf) into OUT.samples.
+#
 # Rates: "in" is what the PMDs received, "out" what p1 sent, both per
 # second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
 # service call latency (the service's run() time per batch).  Setup as
@@ -362,6 +366,15 @@ for service in $SERVICES; do
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
+        if test -n "${BENCH_SAMPLES:-}" && test $backend != none; then
+            # Stacks of the PMD threads, after the rate was taken (each
+            # sample stops the switch for a moment).
+            {
+                echo "=== $service $backend, $N_PORTS PMDs: PMD stacks"
+                bash "$(dirname "$0")/pmd-stack-sample.sh" \
+                    "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_SAMPLES"
+            } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.samples}"
+        fi
         if test -n "$OUTFILE"; then
             {
                 echo "=== $service $backend, $N_PORTS PMDs: $a"
