@@ -615,9 +615,18 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
         }
         enc_secs += cpu_now() - t0;
 
+        /* In the switch's bursts of 32, through the burst call. */
         t0 = cpu_now();
-        for (size_t j = 0; j < n; j++) {
-            gpu_re_decode_packet(d, frames + j * stride, &lens[j], stride);
+        for (size_t j = 0; j < n; j += 32) {
+            size_t nb = n - j < 32 ? n - j : 32, caps[32];
+            uint8_t *ptrs[32];
+            int results[32];
+
+            for (size_t k = 0; k < nb; k++) {
+                ptrs[k] = frames + (j + k) * stride;
+                caps[k] = stride;
+            }
+            gpu_re_decode_packets(d, ptrs, &lens[j], caps, nb, results);
         }
         dec_secs += cpu_now() - t0;
 
