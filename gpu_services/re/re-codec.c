@@ -1763,65 +1763,12 @@ gpu_re_decode_packet(struct gpu_re_decoder *d, uint8_t *f, size_t *len,
     return GPU_RE_DECODED;
 }
 
-/* Frames of a burst whose references gpu_re_decode_packets() starts
- * loading ahead of the one it decodes. */
-#define DECODE_PREFETCH_AHEAD 2
-
-/* A hint, read only: if frame 'f' carries a shim of the decoder's epoch,
- * starts loading the cache lines its first few references copy from
- * (random places in a cache of many megabytes: a miss each, which the
- * hardware prefetcher cannot guess, the rest of a reference's lines
- * streaming after it).  Anything odd just stops it; decoding checks. */
-static void
-decode_prefetch(const struct gpu_re_decoder *d, const uint8_t *f,
-                size_t len)
-{
-    const uint8_t *body;
-    struct shim_hdr h;
-    size_t body_ofs, body_len, i = 0;
-    struct pkt k;
-    uint64_t P;
-    int n_refs = 0;
-
-    if (!d->synced || !parse(f, len, &k) || k.proto != GPU_RE_IPPROTO
-        || !shim_read(f + k.l4, k.end - k.l4, &h) || h.epoch != d->epoch
-        || h.flags & GPU_RE_SHIM_F_START) {
-        return;
-    }
-    body_ofs = k.l4 + GPU_RE_SHIM_HDR_LEN + h.l4_len;
-    if (body_ofs > k.end) {
-        return;
-    }
-    body = f + body_ofs;
-    body_len = k.end - body_ofs;
-    P = d->cache.pos + (int64_t) (int32_t) (h.pos - (uint32_t) d->cache.pos);
-    while (i < body_len && n_refs < 8) {
-        uint8_t tag = body[i++];
-        uint32_t a, b;
-
-        if (tag == 0 && get_varint(body, body_len, &i, &a)
-            && a <= body_len - i) {
-            i += a;
-        } else if (tag == 1 && get_varint(body, body_len, &i, &a)
-                   && get_varint(body, body_len, &i, &b) && a <= P) {
-            const uint8_t *src = d->cache.ring + (P - a) % d->cache.size;
-
-            /* Prefetches do not fault: one past the ring is harmless. */
-            __builtin_prefetch(src);
-            __builtin_prefetch(src + 64);
-            n_refs++;
-        } else {
-            return;
-        }
-    }
-}
-
 int
 gpu_re_decode_packets(struct gpu_re_decoder *d, uint8_t **frames,
                       size_t *lens, const size_t *caps, size_t n,
                       int *results)
 {
-    size_t i, ahead = 0;
+    size_t i;
 
     if (!d || (n && (!frames || !lens || !caps || !results))) {
         return GPU_ERR_INVALID;
@@ -1832,11 +1779,6 @@ gpu_re_decode_packets(struct gpu_re_decoder *d, uint8_t **frames,
         }
     }
     for (i = 0; i < n; i++) {
-        for (; ahead < n && ahead <= i + DECODE_PREFETCH_AHEAD; ahead++) {
-            if (ahead > i) {
-                decode_prefetch(d, frames[ahead], lens[ahead]);
-            }
-        }
         results[i] = gpu_re_decode_packet(d, frames[i], &lens[i], caps[i]);
     }
     return GPU_OK;
