@@ -1742,8 +1742,10 @@ gpu_re_decode_packet(struct gpu_re_decoder *d, uint8_t *f, size_t *len,
          * frame is not restored if the shim is refused; it is dropped. */
         uint8_t *body = f + new_len;
 
-        memmove(body, f + body_ofs, body_len);
+        /* The L4 header first: a payload shorter than the shim header
+         * puts the body's new place over the L4 header's old one. */
         memmove(f + k.l4, f + k.l4 + GPU_RE_SHIM_HDR_LEN, h.l4_len);
+        memmove(body, f + body_ofs, body_len);
         r = decode(d, &h, body, body_len, f + k.l4 + h.l4_len, h.orig_len);
         if (r != GPU_RE_DECODED) {
             return r;
