@@ -1703,10 +1703,11 @@ test_packets_gathered(void **state)
  * buffer has room for the shim's body past the decoded frame's end, and
  * through its scratch buffer otherwise.  Differential: the same encoded
  * stream (from a batch encoder on each backend), with corrupted and lost
- * frames mixed into its second half, through two decoders, one with room (in the frame)
- * and one with a buffer of the original frame's length (scratch):
- * the same results, lengths and bytes for every frame but the refused
- * ones (whose bytes the API leaves unspecified), and the same counters;
+ * frames mixed into its second half, through two decoders, one with room
+ * (in the frame) and one with a buffer of the original frame's length
+ * (scratch): the same results, lengths and bytes for every frame but the
+ * refused ones (whose bytes the API leaves unspecified), and the same
+ * counters;
  * and every frame neither corrupted nor after a loss restored to the
  * original byte for byte. */
 static void
