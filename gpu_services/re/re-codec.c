@@ -171,8 +171,19 @@ cache_match_back(const struct re_cache *c, uint64_t q, const uint8_t *p,
         size_t at = (q - m - 1) % c->size;      /* Position q - m - 1. */
         size_t k = at + 1 < n - m ? at + 1 : n - m;
         const uint8_t *r = c->ring + at;
+        const uint8_t *r_end = r + 1, *p_end = p - m;
         size_t i = 0;
 
+        /* Eight bytes a step, as forwards: the last differing byte is
+         * the highest set byte of the xor (little-endian loads). */
+        while (i + 8 <= k) {
+            uint64_t x = load64(r_end - i - 8) ^ load64(p_end - i - 8);
+
+            if (x) {
+                return m + i + __builtin_clzll(x) / 8;
+            }
+            i += 8;
+        }
         while (i < k && r[-(ptrdiff_t) i] == p[-(ptrdiff_t) (m + i) - 1]) {
             i++;
         }
