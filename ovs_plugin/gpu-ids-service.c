@@ -1151,9 +1151,11 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     if (ms.n_runtime_calls && ms.n_batches) {
         /* Each costs the submitting thread microseconds
          * (docs/ARCHITECTURE.md, "Runtime calls per submission"). */
-        ds_put_format(s, "  device runtime calls: %.1f per scan (%"PRIu64
-                      " scans)\n", (double) ms.n_runtime_calls
-                      / ms.n_batches, ms.n_batches);
+        ds_put_format(s, "  device runtime calls: %.1f per scan to submit, "
+                      "%.1f to check for completion (%"PRIu64" scans)\n",
+                      (double) ms.n_runtime_calls / ms.n_batches,
+                      (double) ms.n_completion_checks / ms.n_batches,
+                      ms.n_batches);
     }
     ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
                   n_bytes * 8 / secs / 1e6);

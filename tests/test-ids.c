@@ -290,15 +290,19 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
         if (backend == GPU_IDS_BACKEND_CUDA && mix) {
             /* Copies in (1 or 3, then a memset for the counters), the
              * scan (and with payload, confirm and rules), verdict_kernel,
-             * copies out (1 or 2), the event, and the wait's sync.  The
-             * first submission also clears the (packet, pattern) set. */
+             * copies out (1 or 2) and the event; then the wait's sync.
+             * The first submission also clears the (packet, pattern)
+             * set. */
             uint64_t calls = after.n_runtime_calls - before.n_runtime_calls;
             uint64_t expect_calls = (own_in ? 1 : 4) + (n_bytes ? 4 : 2)
-                                    + (own_out ? 1 : 2) + 2;
+                                    + (own_out ? 1 : 2) + 1;
+            uint64_t checks = (after.n_completion_checks
+                               - before.n_completion_checks);
 
-            if (calls != expect_calls) {
-                fail_msg("%s: %" PRIu64 " runtime calls, expected %"
-                         PRIu64, how, calls, expect_calls);
+            if (calls != expect_calls || checks != 1) {
+                fail_msg("%s: %" PRIu64 " runtime calls and %" PRIu64
+                         " completion checks, expected %" PRIu64 " and 1",
+                         how, calls, checks, expect_calls);
             }
         }
     }

@@ -364,10 +364,12 @@ struct gpu_ids_matcher_stats {
                                      * headers); the rest is the rules'
                                      * contents. */
     uint64_t n_runtime_calls;       /* CUDA runtime calls that queued
-                                     * work or asked for it (copies,
-                                     * memsets, launches, event records,
-                                     * queries, syncs), over n_batches
-                                     * submissions; 0 on the CPU. */
+                                     * the n_batches submissions' work
+                                     * (copies, memsets, launches, event
+                                     * records); 0 on the CPU. */
+    uint64_t n_completion_checks;   /* CUDA event queries and syncs of
+                                     * gpu_ids_poll() and gpu_ids_wait()
+                                     * for them. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

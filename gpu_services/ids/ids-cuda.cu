@@ -176,9 +176,11 @@ struct cuda_batch {
     /* ...where the submission in flight copies it: 'h_ctr' or into
      * 'h_io'. */
     const uint32_t *launch_ctr;
-    /* Runtime calls for the submission in flight, added to the matcher's
-     * n_runtime_calls when it finishes. */
+    /* Runtime calls that queued the submission in flight, and event
+     * queries and syncs for it, added to the matcher's n_runtime_calls
+     * and n_completion_checks when it finishes. */
     uint64_t n_calls;
+    uint64_t n_checks;
     size_t hit_cap;             /* Capacity of 'd_hits' and 'd_items'. */
     /* The hit and work lists and (packet, pattern) set used by the batch
      * in flight, sized by its bytes: a small batch in big buffers uses
@@ -720,7 +722,10 @@ finish(struct gpu_ids_batch *b, int error)
     uint64_t n_matched = 0;
 
     __atomic_fetch_add(&b->m->n_runtime_calls, c->n_calls, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->m->n_completion_checks, c->n_checks,
+                       __ATOMIC_RELAXED);
     c->n_calls = 0;
+    c->n_checks = 0;
     if (!error && !c->fallback && c->prof[0]) {
         float scan_ms = prof_ms(c, PROF_SCAN, PROF_CONFIRM);
         float confirm_ms = prof_ms(c, PROF_CONFIRM, PROF_RULES);
@@ -779,7 +784,7 @@ cuda_poll(struct gpu_ids_batch *b)
     if (c->fallback) {
         return finish(b, GPU_OK);
     }
-    c->n_calls++;
+    c->n_checks++;
     e = cudaEventQuery(c->done);
     if (e == cudaErrorNotReady) {
         return GPU_ERR_BUSY;
@@ -795,7 +800,7 @@ cuda_wait(struct gpu_ids_batch *b)
     if (c->fallback) {
         return finish(b, GPU_OK);
     }
-    c->n_calls++;
+    c->n_checks++;
     return finish(b, CK(cudaEventSynchronize(c->done)));
 }
 

@@ -673,6 +673,8 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
     s->confirm_ns = __atomic_load_n(&m->confirm_ns, __ATOMIC_RELAXED);
     s->n_runtime_calls = __atomic_load_n(&m->n_runtime_calls,
                                          __ATOMIC_RELAXED);
+    s->n_completion_checks = __atomic_load_n(&m->n_completion_checks,
+                                             __ATOMIC_RELAXED);
 }
 
 int
