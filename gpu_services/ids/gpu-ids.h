@@ -293,7 +293,8 @@ void gpu_ids_batch_destroy(struct gpu_ids_batch *);
  * packets and 'max_bytes' bytes, allocated at the first call (pinned on
  * the CUDA backend) and freed with the batch.  A submission whose data,
  * offsets, hdrs and verdicts are these (with offsets[0] == 0) is moved to
- * the device in one copy and its verdicts back in one, where buffers of
+ * the device in one copy (unless it uses a small part of a batch sized
+ * for many more packets) and its verdicts back in one, where buffers of
  * the caller's take three copies in and two out: each copy costs the
  * submitting thread microseconds (docs/ARCHITECTURE.md, "Runtime calls
  * per submission").  Returns GPU_OK or GPU_ERR_NOMEM. */
