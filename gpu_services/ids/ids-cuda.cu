@@ -456,9 +456,10 @@ cuda_buffers_alloc(struct gpu_ids_batch *b)
         c->h_io = NULL;
         return GPU_ERR_NOMEM;
     }
-    /* Once: the counters in stay zero (the host never writes them), and
-     * what the copy in moves besides the caller's bytes is defined. */
-    memset(c->h_io, 0, L->size);
+    /* Once, all but the payloads (which a copy in moves only as far as
+     * the caller wrote them): the counters in stay zero (the host never
+     * writes them), and the unused tails the copy moves are defined. */
+    memset(c->h_io, 0, L->data);
     b->bufs.data = (uint8_t *) (c->h_io + L->data);
     b->bufs.offsets = (uint32_t *) (c->h_io + L->offsets);
     b->bufs.hdrs = (struct gpu_ids_pkt_hdr *) (c->h_io + L->hdrs);
