@@ -507,9 +507,11 @@ struct ids_gather {
     struct ids_ruleset *r;          /* Referenced, or NULL. */
     struct gpu_ids_batch *batch;    /* On r's matcher. */
 
-    /* What the device reads and writes is in pinned memory
-     * (gpu_host_alloc()): a copy to or from pageable memory would make
-     * the submit wait for the scan. */
+    /* The batch's own buffers (gpu_ids_batch_buffers()), while 'batch'
+     * is: on CUDA, pinned (a copy to or from pageable memory would make
+     * the submit wait for the scan) and laid out so that one copy moves
+     * the gather in and one its verdicts out, each runtime call costing
+     * the thread microseconds. */
     uint8_t *data;                  /* IDS_GATHER_BYTES. */
     uint32_t *offsets;              /* IDS_GATHER_PACKETS + 1. */
     struct gpu_ids_pkt_hdr *hdrs;   /* IDS_GATHER_PACKETS. */
@@ -680,22 +682,12 @@ ids_gather_unbind(struct ids_gather *g)
     ovs_assert(!g->n);
     gpu_ids_batch_destroy(g->batch);
     g->batch = NULL;
+    g->data = NULL;
+    g->offsets = NULL;
+    g->hdrs = NULL;
+    g->verdicts = NULL;
     ids_ruleset_unref(g->r);
     g->r = NULL;
-}
-
-static void
-ids_gatherer_free(struct ids_gatherer *gt)
-{
-    for (int i = 0; i < 2; i++) {
-        struct ids_gather *g = &gt->slots[i];
-
-        gpu_host_free(g->data);
-        gpu_host_free(g->offsets);
-        gpu_host_free(g->hdrs);
-        gpu_host_free(g->verdicts);
-    }
-    free(gt);
 }
 
 static void
@@ -724,7 +716,7 @@ ids_gatherer_destroy(void *gt_)
     /* A datapath thread sends on what it holds before it exits (the 'poll'
      * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left. */
     gpu_service_holder_destroy(&gt->holder);
-    ids_gatherer_free(gt);
+    free(gt);
 }
 
 static void
@@ -758,16 +750,6 @@ ids_gatherer_get(bool create)
             struct ids_gather *g = &gt->slots[i];
 
             g->gt = gt;
-            g->data = gpu_host_alloc(IDS_GATHER_BYTES);
-            g->offsets = gpu_host_alloc((IDS_GATHER_PACKETS + 1)
-                                        * sizeof *g->offsets);
-            g->hdrs = gpu_host_alloc(IDS_GATHER_PACKETS * sizeof *g->hdrs);
-            g->verdicts = gpu_host_alloc(IDS_GATHER_PACKETS
-                                         * sizeof *g->verdicts);
-            if (!g->data || !g->offsets || !g->hdrs || !g->verdicts) {
-                ids_gatherer_free(gt);
-                return NULL;
-            }
         }
         xpthread_setspecific(gatherer_key, gt);
     }
@@ -799,6 +781,8 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
         if (!ovs_refcount_try_ref_rcu(&r->ref_cnt)) {
             return false;
         }
+        struct gpu_ids_batch_buffers bufs;
+
         g->r = r;
         if (gpu_ids_batch_create(r->matcher, IDS_GATHER_PACKETS,
                                  IDS_GATHER_BYTES, &g->batch)) {
@@ -806,6 +790,17 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
             g->r = NULL;
             return false;
         }
+        if (gpu_ids_batch_buffers(g->batch, &bufs)) {
+            gpu_ids_batch_destroy(g->batch);
+            g->batch = NULL;
+            ids_ruleset_unref(r);
+            g->r = NULL;
+            return false;
+        }
+        g->data = bufs.data;
+        g->offsets = bufs.offsets;
+        g->hdrs = bufs.hdrs;
+        g->verdicts = bufs.verdicts;
     }
     return true;
 }
@@ -1153,6 +1148,15 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
     ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "
                   "CPU\n", read_counter(&r->n_faults));
+    if (ms.n_runtime_calls && ms.n_batches) {
+        /* Each costs the submitting thread microseconds
+         * (docs/ARCHITECTURE.md, "Runtime calls per submission"). */
+        ds_put_format(s, "  device runtime calls: %.1f per scan to submit, "
+                      "%.1f to check for completion (%"PRIu64" scans)\n",
+                      (double) ms.n_runtime_calls / ms.n_batches,
+                      (double) ms.n_completion_checks / ms.n_batches,
+                      ms.n_batches);
+    }
     ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
                   n_bytes * 8 / secs / 1e6);
     if (!gpu_ids_matcher_rule_counts(r->matcher, counts, n_rules + 1)) {
