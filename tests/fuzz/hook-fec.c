@@ -61,8 +61,7 @@ inst_destroy(struct fec_inst *inst)
     /* Calls still gathered or in flight finish first, as a thread's last
      * poll has them finish: what they rebuild waits with the rest. */
     fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
-    fec_call_destroy(inst->spare);
-    inst->spare = NULL;
+    fec_calls_free_spares(inst);
     HMAP_FOR_EACH_SAFE (g, node, &inst->groups) {
         fec_group_destroy(inst, g);
     }
