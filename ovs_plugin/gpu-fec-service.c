@@ -129,6 +129,13 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
  * dropped and counted (only a flow that never sees room gets there). */
 #define FEC_MAX_PENDING 1024
 
+/* The decoder copies the packets of its groups into buffers of this size
+ * where they fit (the Internet's frames do), and keeps up to
+ * FEC_MAX_FREE_BUFS of them free for reuse: a malloc() and free() of
+ * 1500 bytes per packet cost more than the copy. */
+#define FEC_SMALL_BUF 2048
+#define FEC_MAX_FREE_BUFS 1024
+
 /* Symbol size of the coders: small, so the padding of a chunk (to a
  * multiple of w * packetsize) stays small. */
 #define FEC_PACKETSIZE 8
@@ -242,7 +249,9 @@ struct fec_inst {
     struct gpu_parity *coder;
     uint32_t group;
     unsigned int n;             /* Data packets so far. */
-    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];     /* In 'stage'. */
+    uint8_t *stage;             /* k * FEC_MAX_FRAME bytes, or NULL. */
+    size_t stage_used;
     size_t lens[GPU_PARITY_MAX_CHUNKS];
     struct eth_addr dst, src;   /* Of the group's last data packet. */
     odp_port_t in_port;
@@ -259,6 +268,9 @@ struct fec_inst {
     struct flow next_flow;
 
     /* Decoder. */
+    void *free_bufs;            /* FEC_SMALL_BUF buffers for copies, a
+                                 * list through their first bytes. */
+    size_t n_free_bufs;
     struct hmap groups;
     struct ovs_list lru;
     size_t n_buffered, n_buffered_bytes;
@@ -1100,10 +1112,7 @@ fec_encode_close(struct fec_inst *inst, long long int now)
                      "packets went without parity", inst->args,
                      inst->group);
     }
-    for (unsigned int i = 0; i < inst->n; i++) {
-        free(inst->frames[i]);
-        inst->frames[i] = NULL;
-    }
+    inst->stage_used = 0;
     inst->n = 0;
     inst->group++;
 }
@@ -1213,7 +1222,13 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         inst->dst = eth->eth_dst;
         inst->src = eth->eth_src;
         inst->in_port = packet->md.in_port.odp_port;
-        inst->frames[inst->n] = xmemdup(dp_packet_data(packet), size);
+        if (!inst->stage) {
+            inst->stage = xmalloc(inst->k * FEC_MAX_FRAME);
+        }
+        /* Copied side by side into the stage, k frames at most. */
+        inst->frames[inst->n] = inst->stage + inst->stage_used;
+        memcpy(inst->frames[inst->n], dp_packet_data(packet), size);
+        inst->stage_used += size;
         inst->lens[inst->n] = size;
 
         struct fec_hdr hdr = {
@@ -1236,6 +1251,60 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
 
 /* ------------------------------------------------------------- Decoder. */
 
+/* A copy of the 'len' bytes at 'p', in a reused buffer where it fits. */
+static uint8_t *
+fec_buf_copy(struct fec_inst *inst, const void *p, size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    uint8_t *buf;
+
+    if (len > FEC_SMALL_BUF) {
+        return xmemdup(p, len);
+    }
+    if (inst->free_bufs) {
+        buf = inst->free_bufs;
+        memcpy(&inst->free_bufs, buf, sizeof inst->free_bufs);
+        inst->n_free_bufs--;
+    } else {
+        buf = xmalloc(FEC_SMALL_BUF);
+    }
+    memcpy(buf, p, len);
+    return buf;
+}
+
+/* Frees 'buf', a copy of 'len' bytes from fec_buf_copy(). */
+static void
+fec_buf_free(struct fec_inst *inst, uint8_t *buf, size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (len > FEC_SMALL_BUF || inst->n_free_bufs >= FEC_MAX_FREE_BUFS) {
+        free(buf);
+        return;
+    }
+    memcpy(buf, &inst->free_bufs, sizeof inst->free_bufs);
+    inst->free_bufs = buf;
+    inst->n_free_bufs++;
+}
+
+/* Frees what an instance keeps for reuse (for tests: instances live as
+ * long as the process). */
+static void OVS_UNUSED
+fec_inst_free_reusable(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    while (inst->free_bufs) {
+        void *buf = inst->free_bufs;
+
+        memcpy(&inst->free_bufs, buf, sizeof inst->free_bufs);
+        free(buf);
+    }
+    inst->n_free_bufs = 0;
+    free(inst->stage);
+    inst->stage = NULL;
+    inst->stage_used = 0;
+    fec_calls_free_spares(inst);
+}
+
 static void
 fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
     OVS_REQUIRES(inst->mutex)
@@ -1247,11 +1316,10 @@ fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
         if (g->bufs[i]) {
             inst->n_buffered--;
             inst->n_buffered_bytes -= g->lens[i];
-            free(g->bufs[i]);
+            fec_buf_free(inst, g->bufs[i], g->lens[i]);
         }
     }
-    free(g->bufs);
-    free(g->lens);
+    /* Allocated with the group. */
     g->bufs = NULL;
     g->lens = NULL;
 }
@@ -1331,14 +1399,15 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
             return g;
         }
     }
-    g = xzalloc(sizeof *g);
+    /* One allocation for the group and its arrays. */
+    g = xzalloc(sizeof *g + (k + m) * (sizeof *g->bufs + sizeof *g->lens));
     g->id = id;
     g->k = k;
     g->m = m;
     g->n_data = k;
     g->start_us = now;
-    g->bufs = xcalloc(k + m, sizeof *g->bufs);
-    g->lens = xcalloc(k + m, sizeof *g->lens);
+    g->bufs = (uint8_t **) (g + 1);
+    g->lens = (size_t *) (g->bufs + k + m);
     hmap_insert(&inst->groups, &g->node, hash_int(id, 0));
     ovs_list_push_back(&inst->lru, &g->lru_node);
     return g;
@@ -1586,8 +1655,8 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             continue;
         }
         fec_decode_make_room(inst, g, len);
-        g->bufs[idx] = xmemdup((const uint8_t *) dp_packet_data(packet)
-                               + FEC_HLEN, len);
+        g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
+                                    dp_packet_data(packet) + FEC_HLEN, len);
         g->lens[idx] = len;
         inst->n_buffered++;
         inst->n_buffered_bytes += len;
