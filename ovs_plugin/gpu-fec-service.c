@@ -1469,6 +1469,14 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     }
     coder = (error ? NULL
              : fec_coder_get(g->k, g->m, false, true, &error));
+    if (coder && cs % gpu_parity_pkt_chunk_size(coder, 0)) {
+        /* Not a chunk size the encoder makes (too short for even a
+         * length, or not whole blocks): the call would refuse it, and
+         * with it every group gathered beside it. */
+        error = xasprintf("parity length %"PRIuSIZE" is no chunk size",
+                          cs);
+        coder = NULL;
+    }
     cg = coder ? fec_call_add(inst, coder, g->k, g->m, cs, now) : NULL;
     if (!cg) {
         VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
