@@ -272,6 +272,8 @@ struct fec_inst {
                                  * list through their first bytes. */
     size_t n_free_bufs;
     struct hmap groups;
+    struct fec_group *last_group;       /* Last found: a group's packets
+                                         * come one after another. */
     struct ovs_list lru;
     size_t n_buffered, n_buffered_bytes;
     uint32_t loss_rng;          /* For "fec-loss". */
@@ -1348,6 +1350,9 @@ fec_group_destroy(struct fec_inst *inst, struct fec_group *g)
         inst->n_losses += fec_group_missing(g);
     }
     fec_group_free_bufs(inst, g);
+    if (inst->last_group == g) {
+        inst->last_group = NULL;
+    }
     hmap_remove(&inst->groups, &g->node);
     ovs_list_remove(&g->lru_node);
     free(g);
@@ -1392,10 +1397,16 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
               unsigned int m, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
-    struct fec_group *g;
+    struct fec_group *g = inst->last_group;
 
+    /* Thousands of groups (complete ones kept until their timeout) make
+     * a lookup a cache miss or two; most packets need none. */
+    if (g && g->id == id) {
+        return g;
+    }
     HMAP_FOR_EACH_WITH_HASH (g, node, hash_int(id, 0), &inst->groups) {
         if (g->id == id) {
+            inst->last_group = g;
             return g;
         }
     }
@@ -1410,6 +1421,7 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
     g->lens = (size_t *) (g->bufs + k + m);
     hmap_insert(&inst->groups, &g->node, hash_int(id, 0));
     ovs_list_push_back(&inst->lru, &g->lru_node);
+    inst->last_group = g;
     return g;
 }
 
