@@ -498,21 +498,20 @@ cuda_batch_init(struct gpu_parity_batch *b)
     return error;
 }
 
-/* Launches the kernels that apply the batch's plan to the columns of
- * blocks [b0, b1) on 'st'. */
+/* Launches the kernels that apply plan 'p' to the columns of blocks [b0,
+ * b1) on 'st': its input i in device chunk slot in_slot[i], its output o
+ * in slot out_slot[o]. */
 static cudaError_t
-apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
-             cudaStream_t st)
+apply_plan(struct gpu_parity_batch *b, const struct parity_plan *p,
+           const int *in_slot, const int *out_slot, size_t b0, size_t b1,
+           cudaStream_t st)
 {
     struct cuda_batch *c = cb(b);
-    const struct parity_plan *p = b->plan;
     unsigned int ps = b->coder->cfg.packetsize, w = p->w;
     unsigned int unit = unit_for(p, ps);
     unsigned int out_rows = p->n_out * w, in_rows = p->n_in * w;
     unsigned int pass_rows = unit == 16 ? 16 : unit == 8 ? 32 : 64;
     unsigned int group_chunks = MAX_IN_ROWS / w;
-    uint8_t *d_in = c->d_base;
-    uint8_t *d_out = c->d_base + c->stride * p->n_in;
     struct kargs *a = (struct kargs *) malloc(sizeof *a);
     cudaError_t e = cudaSuccess;
 
@@ -533,14 +532,14 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
             for (unsigned int o = 0; o < nr; o++) {
                 unsigned int row = o0 + o;
 
-                a->out_row[o] = d_out + c->stride * (row / w)
+                a->out_row[o] = c->d_base + c->stride * out_slot[row / w]
                                 + (size_t) (row % w) * ps;
             }
             for (unsigned int r = 0; r < ni * w; r++) {
                 unsigned int in_row = i0 * w + r;
                 uint64_t mask = 0;
 
-                a->in_row[r] = d_in + c->stride * (in_row / w)
+                a->in_row[r] = c->d_base + c->stride * in_slot[in_row / w]
                                + (size_t) (in_row % w) * ps;
                 for (unsigned int o = 0; o < nr; o++) {
                     if (p->bits[(size_t) (o0 + o) * in_rows + in_row]) {
@@ -560,6 +559,50 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
         }
     }
     free(a);
+    return e;
+}
+
+/* The batch's one plan: inputs in slots 0 .. n_in-1, outputs after. */
+static cudaError_t
+apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
+             cudaStream_t st)
+{
+    const struct parity_plan *p = b->plan;
+    int in_slot[GPU_PARITY_MAX_CHUNKS], out_slot[GPU_PARITY_MAX_CHUNKS];
+
+    for (unsigned int i = 0; i < p->n_in; i++) {
+        in_slot[i] = i;
+    }
+    for (unsigned int o = 0; o < p->n_out; o++) {
+        out_slot[o] = p->n_in + o;
+    }
+    return apply_plan(b, p, in_slot, out_slot, b0, b1, st);
+}
+
+/* A decode with segments: chunk id i in slot i.  Consecutive segments
+ * with the same plan (the cache hands out one per pattern) are one run
+ * of launches; each run its own matrix in the launch parameters. */
+static cudaError_t
+apply_segments(struct gpu_parity_batch *b, cudaStream_t st)
+{
+    size_t block = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
+    cudaError_t e = cudaSuccess;
+
+    for (size_t s = 0; s < b->n_segs && e == cudaSuccess; ) {
+        const struct parity_plan *p = b->segs[s].plan;
+        size_t b0 = b->segs[s].offset / block, b1;
+
+        if (!p) {
+            s++;
+            continue;
+        }
+        b1 = (b->segs[s].offset + b->segs[s].size) / block;
+        for (s++; s < b->n_segs && b->segs[s].plan == p
+                  && b->segs[s].offset / block == b1; s++) {
+            b1 = (b->segs[s].offset + b->segs[s].size) / block;
+        }
+        e = apply_plan(b, p, p->in_ids, p->out_ids, b0, b1, st);
+    }
     return e;
 }
 
@@ -588,13 +631,76 @@ xwait_event(cudaStream_t st, cudaEvent_t e)
     return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
 }
 
+/* A decode with segments, on internal stream 0 (a packet decoder's call
+ * is far below SLICE_BYTES a chunk, so slicing would gain nothing): the
+ * chunks any segment reads or writes are copied in over the segments'
+ * span, the segments' kernels run, and the chunks written are copied
+ * back over the span; bytes of them no segment wrote go back as they
+ * came. */
+static int
+submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
+{
+    struct cuda_batch *c = cb(b);
+    unsigned int n = b->coder->cfg.k + b->coder->cfg.m;
+    bool read[GPU_PARITY_MAX_CHUNKS] = { false };
+    bool written[GPU_PARITY_MAX_CHUNKS] = { false };
+    cudaStream_t st = c->streams[0];
+    size_t lo = SIZE_MAX, hi = 0;
+    int error;
+
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+
+        if (!p) {
+            continue;
+        }
+        for (unsigned int i = 0; i < p->n_in; i++) {
+            read[p->in_ids[i]] = true;
+        }
+        for (unsigned int o = 0; o < p->n_out; o++) {
+            written[p->out_ids[o]] = true;
+        }
+        lo = b->segs[s].offset < lo ? b->segs[s].offset : lo;
+        hi = b->segs[s].offset + b->segs[s].size;
+    }
+    error = CK(xrecord(c->start, user));
+    if (!error) {
+        error = CK(xwait_event(st, c->start));
+    }
+    for (unsigned int i = 0; !error && i < n; i++) {
+        if (read[i] || written[i]) {
+            error = CK(xcopy(c->d_base + c->stride * i + lo, b->in[i] + lo,
+                             hi - lo, cudaMemcpyHostToDevice, st));
+        }
+    }
+    if (!error) {
+        error = CK(apply_segments(b, st));
+    }
+    for (unsigned int i = 0; !error && i < n; i++) {
+        if (written[i]) {
+            error = CK(xcopy(b->out[i] + lo, c->d_base + c->stride * i + lo,
+                             hi - lo, cudaMemcpyDeviceToHost, st));
+        }
+    }
+    if (!error) {
+        error = CK(xrecord(c->slice_done[0], st));
+    }
+    if (!error) {
+        error = CK(xwait_event(user, c->slice_done[0]));
+    }
+    if (!error) {
+        error = CK(xrecord(c->done, user));
+    }
+    return error;
+}
+
 static int
 cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             bool again)
 {
     struct cuda_batch *c = cb(b);
     const struct parity_plan *p = b->plan;
-    size_t block = (size_t) p->w * b->coder->cfg.packetsize;
+    size_t block = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
     size_t n_blocks = b->size / block, per, s0;
     cudaStream_t user;
     unsigned int n_slices, s, i, used;
@@ -617,7 +723,8 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             error = CK(cudaEventRecord(c->prof[0], user));
         }
         if (!error) {
-            error = CK(apply_blocks(b, 0, n_blocks, user));
+            error = CK(b->n_segs ? apply_segments(b, user)
+                       : apply_blocks(b, 0, n_blocks, user));
         }
         if (!error && c->profiled) {
             error = CK(cudaEventRecord(c->prof[1], user));
@@ -633,6 +740,13 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     }
 
     c->profiled = false;
+    if (b->n_segs) {
+        error = submit_segments(b, user);
+        if (!error) {
+            return GPU_OK;
+        }
+        goto fail;
+    }
     n_slices = b->size / SLICE_BYTES;
     n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
                                                         : n_slices;
@@ -716,8 +830,7 @@ cuda_finish(struct gpu_parity_batch *b, int error)
     }
     if (error || c->fallback) {
         drain(c);
-        gpu_parity_cpu_apply(b->plan, b->coder->cfg.packetsize, b->in,
-                             b->out, b->size);
+        gpu_parity_cpu_apply_batch(b);
         gpu_parity_count(b, true);
     }
     return GPU_OK;
