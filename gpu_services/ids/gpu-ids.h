@@ -371,6 +371,11 @@ struct gpu_ids_matcher_stats {
     uint64_t n_completion_checks;   /* CUDA event queries and syncs of
                                      * gpu_ids_poll() and gpu_ids_wait()
                                      * for them. */
+    uint64_t n_set_clears;          /* Of n_runtime_calls, clears of the
+                                     * device's (packet, pattern) set: at
+                                     * a batch's first submission, when
+                                     * its hit lists grow and once in
+                                     * 65,535 submissions. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

@@ -567,6 +567,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         /* The whole set, whatever part of it this launch uses: later
          * launches may use more.  Once in SEEN_TAG_MAX launches. */
         c->n_calls++;
+        __atomic_fetch_add(&b->m->n_set_clears, 1, __ATOMIC_RELAXED);
         error = CK(cudaMemsetAsync(c->d_seen, 0,
                                    sizeof *c->d_seen << c->seen_log2, s));
         if (error) {

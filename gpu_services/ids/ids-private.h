@@ -92,7 +92,7 @@ struct gpu_ids_matcher {
     /* Updated atomically: batches run on many threads. */
     uint64_t n_packets, n_bytes, n_batches, n_matched, n_hits, n_fallbacks;
     uint64_t scan_ns, check_ns, confirm_ns;
-    uint64_t n_runtime_calls, n_completion_checks;
+    uint64_t n_runtime_calls, n_completion_checks, n_set_clears;
     uint64_t *rule_counts;      /* CPU matches (and CUDA fallbacks). */
 
     /* Batches for gpu_ids_match(), reused. */

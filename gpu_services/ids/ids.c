@@ -675,6 +675,7 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
                                          __ATOMIC_RELAXED);
     s->n_completion_checks = __atomic_load_n(&m->n_completion_checks,
                                              __ATOMIC_RELAXED);
+    s->n_set_clears = __atomic_load_n(&m->n_set_clears, __ATOMIC_RELAXED);
 }
 
 int
