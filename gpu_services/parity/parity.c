@@ -874,6 +874,23 @@ check_size(const struct gpu_parity_batch *b, size_t size)
                                                       : GPU_OK;
 }
 
+/* Hands the set-up submission (or, with 'again', a re-run of the last
+ * one) to the backend; the batch is busy until waited for, unless the
+ * backend refused it. */
+static int
+batch_start(struct gpu_parity_batch *b, struct gpu_stream *stream,
+            bool again)
+{
+    int error;
+
+    b->busy = true;
+    error = b->coder->prov->submit(b, stream, again);
+    if (error) {
+        b->busy = false;
+    }
+    return error;
+}
+
 int
 gpu_parity_encode_submit(struct gpu_parity_batch *b,
                          struct gpu_stream *stream,
@@ -911,12 +928,7 @@ gpu_parity_encode_submit(struct gpu_parity_batch *b,
     b->size = size;
     b->decode = false;
     b->counted = false;
-    b->busy = true;
-    error = pc->prov->submit(b, stream, false);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, false);
 }
 
 /* Sets up 'b' to rebuild the chunks flagged in 'want' given 'erased'. */
@@ -986,12 +998,7 @@ decode_submit__(struct gpu_parity_batch *b, struct gpu_stream *stream,
         gpu_parity_count(b, false);
         return GPU_OK;
     }
-    b->busy = true;
-    error = pc->prov->submit(b, stream, false);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, false);
 }
 
 int
@@ -1132,19 +1139,12 @@ gpu_parity_decode_submit_segments(struct gpu_parity_batch *b,
         gpu_parity_count(b, false);
         return GPU_OK;
     }
-    b->busy = true;
-    error = pc->prov->submit(b, stream, false);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, false);
 }
 
 int
 gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
 {
-    int error;
-
     if (b->busy) {
         return GPU_ERR_BUSY;
     }
@@ -1152,12 +1152,7 @@ gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
         return GPU_OK;
     }
     b->counted = false;
-    b->busy = true;
-    error = b->coder->prov->submit(b, stream, true);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, true);
 }
 
 int
