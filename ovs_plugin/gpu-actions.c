@@ -451,10 +451,11 @@ gpu_service_held_uninit(struct gpu_service_held *h)
     h->actions = NULL;
 }
 
-void
-gpu_service_held_send(struct gpu_service_held *h,
-                      const struct gpu_service_emitter *emitter,
-                      const char *service)
+/* Sends what 'h' holds on along its saved actions through 'emitter'
+ * ('service' names the sender in a log line). */
+static void
+held_send(struct gpu_service_held *h,
+          const struct gpu_service_emitter *emitter, const char *service)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
 
@@ -479,7 +480,6 @@ gpu_service_held_send(struct gpu_service_held *h,
                      dp_packet_batch_size(&h->packets));
         dp_packet_delete_batch(&h->packets, true);
     }
-    gpu_service_held_uninit(h);
 }
 
 void
@@ -601,7 +601,11 @@ gpu_service_holder_release(struct gpu_service_holder *ho,
         (*gpu_service_n_held_get())--;
         /* The actions may hold packets again, at the back of the FIFO:
          * they are sent on in turn. */
-        ho->class->send(h, emitter);
+        if (ho->class->prepare) {
+            ho->class->prepare(h);
+        }
+        held_send(h, emitter, ho->class->name);
+        ho->class->free(h);
     }
     ho->releasing = false;
 }

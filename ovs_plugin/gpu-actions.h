@@ -279,11 +279,6 @@ struct gpu_service_held {
 void gpu_service_held_init(struct gpu_service_held *h,
                            const struct dp_packet_batch *packets,
                            const struct gpu_service_next *next);
-/* Sends what 'h' holds on along its saved actions through 'emitter'
- * ('service' names the sender in a log line), and frees what 'h' owns. */
-void gpu_service_held_send(struct gpu_service_held *h,
-                           const struct gpu_service_emitter *emitter,
-                           const char *service);
 /* Frees what 'h' owns but its packets. */
 void gpu_service_held_uninit(struct gpu_service_held *h);
 
@@ -325,12 +320,12 @@ void gpu_service_gathers_submit(struct gpu_service_gathers *);
 
 struct gpu_service_holder_class {
     const char *name;               /* The service, for log lines. */
-    /* Sends ready batch 'h' on through 'emitter' (with
-     * gpu_service_held_send(), after whatever the service does first),
-     * and frees it. */
-    void (*send)(struct gpu_service_held *h,
-                 const struct gpu_service_emitter *emitter);
-    /* Frees 'h' (its packets are gone). */
+    /* Optional: applies ready batch 'h''s verdicts to its packets (drops
+     * some) before the holder sends the rest on along its saved
+     * actions. */
+    void (*prepare)(struct gpu_service_held *h);
+    /* Frees 'h' and what it owns (gpu_service_held_uninit()); its packets
+     * are gone. */
     void (*free)(struct gpu_service_held *h);
 };
 

@@ -725,12 +725,11 @@ ids_gatherer_key_create(void)
     xpthread_key_create(&gatherer_key, ids_gatherer_destroy);
 }
 
-static void ids_held_send(struct gpu_service_held *,
-                          const struct gpu_service_emitter *);
+static void ids_held_prepare(struct gpu_service_held *);
 
 static const struct gpu_service_holder_class ids_holder_class = {
     .name = "gpu_ids",
-    .send = ids_held_send,
+    .prepare = ids_held_prepare,
     .free = ids_held_free,
 };
 
@@ -907,11 +906,10 @@ ids_timers_wait(void)
     }
 }
 
-/* Deletes the packets of ready batch 'held' that matched, counting them,
- * and sends the others on along its saved actions through 'emitter'. */
+/* Deletes the packets of ready batch 'held' that matched, counting them;
+ * the holder sends the others on. */
 static void
-ids_held_send(struct gpu_service_held *held,
-              const struct gpu_service_emitter *emitter)
+ids_held_prepare(struct gpu_service_held *held)
 {
     struct ids_held *h = CONTAINER_OF(held, struct ids_held, held);
     struct dp_packet_batch *packets = &held->packets;
@@ -929,8 +927,6 @@ ids_held_send(struct gpu_service_held *held,
         }
     }
     gpu_service_count_dropped(n_dropped);
-    gpu_service_held_send(held, emitter, "gpu_ids");
-    free(h);
 }
 
 /* The datapath's per-iteration hook, while the thread holds batches:

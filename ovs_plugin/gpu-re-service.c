@@ -674,14 +674,6 @@ re_holder_key_create(void)
 }
 
 static void
-re_held_send(struct gpu_service_held *held,
-             const struct gpu_service_emitter *emitter)
-{
-    gpu_service_held_send(held, emitter, "re_encode");
-    free(CONTAINER_OF(held, struct re_held, held));
-}
-
-static void
 re_held_free(struct gpu_service_held *held)
 {
     gpu_service_held_uninit(held);
@@ -690,7 +682,6 @@ re_held_free(struct gpu_service_held *held)
 
 static const struct gpu_service_holder_class re_holder_class = {
     .name = "re_encode",
-    .send = re_held_send,
     .free = re_held_free,
 };
 
