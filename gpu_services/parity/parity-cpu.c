@@ -19,12 +19,23 @@
  * tested against, and its fallback.  Each output packet is the XOR of its
  * source packets (the ones of its bitmatrix row), so the work is the
  * number of ones in the bitmatrix times the packet size.
+ *
+ * The GF8 code (byte symbols over GF(2^8)) is coded by ISA-L's
+ * ec_encode_data() where the library was built with ISA-L, and by the
+ * portable split-nibble code below otherwise (or when the coder asks for
+ * it): ISA-L keeps the tables in vector registers and does 16 to 64
+ * lookups an instruction (PSHUFB, or GF2P8AFFINE), which portable C cannot
+ * express.
  */
 #include <config.h>
 
 #include "gpu_services/parity/parity-private.h"
 
 #include <string.h>
+
+#ifdef HAVE_ISAL
+#include <isa-l.h>
+#endif
 
 /* dst = XOR of the 'n' (>= 1) packets srcs[i] + off, over 'len' bytes (a
  * multiple of 8).  The sum of a stretch is kept in registers while every
@@ -69,12 +80,66 @@ xor_sources(uint8_t *dst, const uint8_t *const *srcs, size_t n, size_t off,
  * every input in the cache while all rows are made from it. */
 #define TILE 4096
 
+/* Bytes of the GF8 code coded for every output before the next stretch:
+ * the outputs' stretches stay in the L1 cache while every input's is read
+ * once. */
+#define GF8_TILE 2048
+
+void
+gpu_parity_cpu_apply_gf8(const struct parity_plan *p,
+                         const uint8_t *const *in, uint8_t *const *out,
+                         size_t size)
+{
+#ifdef HAVE_ISAL
+    if (p->isal) {
+        ec_encode_data(size, p->n_in, p->n_out, p->isal_tables,
+                       (unsigned char **) in, (unsigned char **) out);
+        return;
+    }
+#endif
+    for (size_t t0 = 0; t0 < size; t0 += GF8_TILE) {
+        size_t len = size - t0 < GF8_TILE ? size - t0 : GF8_TILE;
+
+        for (unsigned int o = 0; o < p->n_out; o++) {
+            uint8_t *dst = out[o] + t0;
+            const uint8_t *tbl = &p->tables[(size_t) o * p->n_in * 32];
+
+            memset(dst, 0, len);
+            for (unsigned int i = 0; i < p->n_in; i++, tbl += 32) {
+                const uint8_t *src = in[i] + t0;
+                size_t x = 0;
+
+                if (!p->bits[(size_t) o * p->n_in + i]) {
+                    continue;
+                }
+                for (; x + 4 <= len; x += 4) {
+                    uint32_t v, acc;
+
+                    memcpy(&v, src + x, 4);
+                    memcpy(&acc, dst + x, 4);
+                    acc = gpu_parity_gf8_step32(acc, v, tbl);
+                    memcpy(dst + x, &acc, 4);
+                }
+                for (; x < len; x++) {
+                    dst[x] ^= gpu_parity_gf8_mul(tbl, src[x]);
+                }
+            }
+        }
+    }
+}
+
 void
 gpu_parity_cpu_apply(const struct parity_plan *p, unsigned int packetsize,
                      const uint8_t *const *in, uint8_t *const *out,
                      size_t size)
 {
     unsigned int w = p->w;
+
+    if (p->code == GPU_PARITY_CODE_GF8) {
+        gpu_parity_cpu_apply_gf8(p, in, out, size);
+        return;
+    }
+
     size_t block = (size_t) w * packetsize;
     size_t tile = TILE > block ? TILE / block * block : block;
     const uint8_t *srcs[GPU_PARITY_MAX_CHUNKS * GPU_PARITY_MAX_W];

@@ -47,6 +47,16 @@
  * accumulate into the outputs; more output rows than fit in registers, in
  * several launches that each read the inputs again.
  *
+ * The GF8 code (byte symbols over GF(2^8)) has a kernel of its own,
+ * gf8_kernel: one thread per 16-byte (or 8-byte) column of the chunks, as
+ * above, multiplying each input word by every output's coefficient with
+ * the split-nibble tables of parity-inline.h, which a block first copies
+ * into shared memory (32 bytes a coefficient: a warp's lookups of one
+ * table fall in 8 banks and are broadcast).  The tables are copied to the
+ * device with each submission, ahead of the slices.  Outputs are done up
+ * to GF8_MAX_OUT a launch, fewer where k inputs' tables would not fit in
+ * GF8_SHARED bytes.
+ *
  * End to end, a submission is cut into slices of whole blocks; slice s
  * runs on internal stream s % N_STREAMS (copy in, kernel, copy out), so
  * one slice's copy in overlaps another's copy out and kernel, and the
@@ -70,6 +80,9 @@
 #define SLICE_BYTES (1u << 20)
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
+
+#define GF8_MAX_OUT 8
+#define GF8_SHARED (32 * 1024)
 
 struct kargs {
     const uint8_t *in_row[MAX_IN_ROWS];     /* Row 0 of block 0. */
@@ -236,6 +249,111 @@ xor_kernel(const __grid_constant__ struct kargs a)
     }
 }
 
+/* ---- The GF8 code's kernel. ---- */
+
+struct gf8_args {
+    const uint8_t *in;          /* Input chunk i at in + i * stride. */
+    uint8_t *out;               /* Output o (of this launch) likewise. */
+    const uint8_t *tables;      /* This launch's: [o][i], 32 bytes. */
+    uint64_t stride;
+    uint64_t col_begin, n_cols; /* In words of V. */
+    uint32_t n_in, n_out;
+};
+
+HD void
+gf8_step(uint4 &acc, const uint4 &v, const uint8_t *tbl)
+{
+    acc.x = gpu_parity_gf8_step32(acc.x, v.x, tbl);
+    acc.y = gpu_parity_gf8_step32(acc.y, v.y, tbl);
+    acc.z = gpu_parity_gf8_step32(acc.z, v.z, tbl);
+    acc.w = gpu_parity_gf8_step32(acc.w, v.w, tbl);
+}
+
+HD void
+gf8_step(uint2 &acc, const uint2 &v, const uint8_t *tbl)
+{
+    acc.x = gpu_parity_gf8_step32(acc.x, v.x, tbl);
+    acc.y = gpu_parity_gf8_step32(acc.y, v.y, tbl);
+}
+
+/* Every output's word of column 'col' (of this launch), with the tables
+ * at 'tables' (shared memory on the device). */
+template <int R, typename V>
+HD void
+gf8_column(const struct gf8_args &a, const uint8_t *tables, uint64_t col)
+{
+    const uint64_t off = (a.col_begin + col) * sizeof(V);
+    V acc[R];
+
+UNROLL
+    for (int o = 0; o < R; o++) {
+        zero(acc[o]);
+    }
+    for (uint32_t i = 0; i < a.n_in; i++) {
+        V v = load<V>(a.in + a.stride * i + off);
+
+UNROLL
+        for (int o = 0; o < R; o++) {
+            if (o < (int) a.n_out) {
+                gf8_step(acc[o], v, tables + ((size_t) o * a.n_in + i) * 32);
+            }
+        }
+    }
+UNROLL
+    for (int o = 0; o < R; o++) {
+        if (o < (int) a.n_out) {
+            store<V>(a.out + a.stride * o + off, acc[o]);
+        }
+    }
+}
+
+template <int R, typename V>
+__global__ void __launch_bounds__(THREADS)
+gf8_kernel(const __grid_constant__ struct gf8_args a)
+{
+    extern __shared__ uint32_t gf8_shared[];
+    const uint32_t *src = (const uint32_t *) a.tables;
+    uint32_t n_words = a.n_out * a.n_in * 32 / 4;
+    uint64_t col = (uint64_t) blockIdx.x * THREADS + threadIdx.x;
+
+    for (uint32_t x = threadIdx.x; x < n_words; x += THREADS) {
+        gf8_shared[x] = src[x];
+    }
+    __syncthreads();
+    if (col < a.n_cols) {
+        gf8_column<R, V>(a, (const uint8_t *) gf8_shared, col);
+    }
+}
+
+template <int R, typename V>
+static cudaError_t
+gf8_launch1(const struct gf8_args *a, cudaStream_t st, bool emulate_)
+{
+    unsigned int blocks = (a->n_cols + THREADS - 1) / THREADS;
+    size_t shared = (size_t) a->n_out * a->n_in * 32;
+
+    if (emulate_) {
+        for (uint64_t col = 0; col < a->n_cols; col++) {
+            gf8_column<R, V>(*a, a->tables, col);
+        }
+        return cudaSuccess;
+    }
+    gf8_kernel<R, V><<<blocks, THREADS, shared, st>>>(*a);
+    return cudaGetLastError();
+}
+
+template <typename V>
+static cudaError_t
+gf8_launch(const struct gf8_args *a, cudaStream_t st, bool emulate_)
+{
+    switch (a->n_out) {
+    case 1: return gf8_launch1<1, V>(a, st, emulate_);
+    case 2: return gf8_launch1<2, V>(a, st, emulate_);
+    case 3: case 4: return gf8_launch1<4, V>(a, st, emulate_);
+    default: return gf8_launch1<GF8_MAX_OUT, V>(a, st, emulate_);
+    }
+}
+
 /* ---- Launching. ---- */
 
 /* Set once by the probe: run the kernels on the host (tests only). */
@@ -354,6 +472,7 @@ unit_for(const struct parity_plan *p, unsigned int packetsize)
 
 struct cuda_batch {
     uint8_t *d_base;            /* (k + m) chunks, 'stride' bytes apart. */
+    uint8_t *d_tables;          /* GF8 code: a plan's tables. */
     size_t stride;
     cudaStream_t streams[N_STREAMS];
     cudaEvent_t start, slice_done[N_STREAMS], done;
@@ -421,6 +540,7 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     }
     if (emulate) {
         free(c->d_base);
+        free(c->d_tables);
         free(c);
         b->pdata = NULL;
         return;
@@ -447,6 +567,7 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
         cudaEventDestroy(c->done);
     }
     cudaFree(c->d_base);
+    cudaFree(c->d_tables);
     cudaGetLastError();
     free(c);
     b->pdata = NULL;
@@ -464,14 +585,22 @@ cuda_batch_init(struct gpu_parity_batch *b)
     }
     b->pdata = c;
     c->stride = (b->max_size + 255) / 256 * 256;
+    /* A decode plan has at most m outputs of k inputs. */
+    size_t tables = (cfg->code == GPU_PARITY_CODE_GF8
+                     ? (size_t) cfg->k * cfg->m * 32 : 0);
     if (emulate) {
         c->d_base = (uint8_t *) malloc(c->stride * (cfg->k + cfg->m));
-        return c->d_base ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
+        c->d_tables = tables ? (uint8_t *) malloc(tables) : NULL;
+        return c->d_base && (!tables || c->d_tables)
+               ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
     }
     error = CK(cudaSetDevice(cfg->device));
     if (!error) {
         error = CK(cudaMalloc((void **) &c->d_base,
                               c->stride * (cfg->k + cfg->m)));
+    }
+    if (!error && tables) {
+        error = CK(cudaMalloc((void **) &c->d_tables, tables));
     }
     for (i = 0; !error && i < N_STREAMS; i++) {
         error = CK(cudaStreamCreateWithFlags(&c->streams[i],
@@ -498,12 +627,46 @@ cuda_batch_init(struct gpu_parity_batch *b)
     return error;
 }
 
+/* apply_blocks() for the GF8 code, whose blocks are packets. */
+static cudaError_t
+apply_gf8(struct gpu_parity_batch *b, size_t b0, size_t b1, cudaStream_t st)
+{
+    struct cuda_batch *c = cb(b);
+    const struct parity_plan *p = b->plan;
+    unsigned int ps = b->coder->cfg.packetsize;
+    unsigned int unit = ps % 16 ? 8 : 16;
+    unsigned int per = GF8_SHARED / (32 * p->n_in);
+    cudaError_t e = cudaSuccess;
+    struct gf8_args a;
+
+    per = per < 1 ? 1 : per > GF8_MAX_OUT ? GF8_MAX_OUT : per;
+    for (unsigned int o0 = 0; o0 < p->n_out && e == cudaSuccess;
+         o0 += per) {
+        memset(&a, 0, sizeof a);
+        a.in = c->d_base;
+        a.out = c->d_base + c->stride * (p->n_in + o0);
+        a.tables = c->d_tables + (size_t) o0 * p->n_in * 32;
+        a.stride = c->stride;
+        a.col_begin = (uint64_t) b0 * ps / unit;
+        a.n_cols = (uint64_t) (b1 - b0) * ps / unit;
+        a.n_in = p->n_in;
+        a.n_out = p->n_out - o0 < per ? p->n_out - o0 : per;
+        e = (unit == 16 ? gf8_launch<uint4>(&a, st, emulate)
+             : gf8_launch<uint2>(&a, st, emulate));
+    }
+    return e;
+}
+
 /* Launches the kernels that apply the batch's plan to the columns of
  * blocks [b0, b1) on 'st'. */
 static cudaError_t
 apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
              cudaStream_t st)
 {
+    if (b->plan->code == GPU_PARITY_CODE_GF8) {
+        return apply_gf8(b, b0, b1, st);
+    }
+
     struct cuda_batch *c = cb(b);
     const struct parity_plan *p = b->plan;
     unsigned int ps = b->coder->cfg.packetsize, w = p->w;
@@ -633,6 +796,12 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     }
 
     c->profiled = false;
+    if (p->code == GPU_PARITY_CODE_GF8) {
+        /* Ahead of the slices, which wait for 'start' on 'user'. */
+        error = CK(xcopy(c->d_tables, p->tables,
+                         (size_t) p->n_out * p->n_in * 32,
+                         cudaMemcpyHostToDevice, user));
+    }
     n_slices = b->size / SLICE_BYTES;
     n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
                                                         : n_slices;
@@ -642,7 +811,9 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     per = (n_blocks + n_slices - 1) / n_slices;
     used = n_slices < N_STREAMS ? n_slices : N_STREAMS;
 
-    error = CK(xrecord(c->start, user));
+    if (!error) {
+        error = CK(xrecord(c->start, user));
+    }
     for (s = 0; !error && s < used; s++) {
         error = CK(xwait_event(c->streams[s], c->start));
     }

@@ -85,4 +85,29 @@ gpu_parity_step64(uint64_t acc, uint64_t word, uint64_t mask)
     return acc ^ (word & mask);
 }
 
+/* ---- The GF8 code: byte symbols over GF(2^8). ----
+ *
+ * Multiplying byte x by a constant c is linear over GF(2), so
+ * c * x = c * (x & 15) ^ c * (x & 0xf0): a coefficient's "split-nibble"
+ * table is 32 bytes, c * n for n = 0 .. 15, then c * (n << 4) (ISA-L's
+ * layout without GFNI, and G-CRS's shared-memory tables).  Both are small
+ * enough for the L1 cache on the CPU and shared memory on the GPU, where
+ * a warp's lookups of one table fall in 8 banks, broadcast. */
+GPU_PARITY_HD uint32_t
+gpu_parity_gf8_mul(const uint8_t *tbl, uint32_t x)
+{
+    return tbl[x & 15] ^ tbl[16 + ((x >> 4) & 15)];
+}
+
+/* The product of each of the four bytes of 'v' by the table's constant,
+ * XORed into 'acc': one step of a GF(2^8) row on a 32-bit lane. */
+GPU_PARITY_HD uint32_t
+gpu_parity_gf8_step32(uint32_t acc, uint32_t v, const uint8_t *tbl)
+{
+    return acc ^ (gpu_parity_gf8_mul(tbl, v)
+                  | gpu_parity_gf8_mul(tbl, v >> 8) << 8
+                  | gpu_parity_gf8_mul(tbl, v >> 16) << 16
+                  | gpu_parity_gf8_mul(tbl, v >> 24) << 24);
+}
+
 #endif /* parity-inline.h */
