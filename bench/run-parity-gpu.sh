@@ -65,7 +65,7 @@ build() {
     LIBS="$B/parity.o $B/parity-cpu.o $B/parity-cuda.o $B/gpu-runtime.o"
     gcc -o "$B/test-parity" "$B/test-parity.o" "$B/test-common.o" \
         $LIBS -L"$LIB" \
-        -L"$CUDA/lib64" -lcmocka -lJerasure -lgf_complete -lcudart \
+        -L"$CUDA/lib64" -lcmocka -lJerasure -lgf_complete -lisal -lcudart \
         -lpthread -lstdc++
     gcc -o "$B/parity-bench" "$B/parity-bench.o" $LIBS -L"$LIB" \
         -L"$CUDA/lib64" -lJerasure -lgf_complete -lisal -lcudart \
@@ -95,7 +95,7 @@ for step in $steps; do
         log "benchmark"
         cmd="$B/parity-bench --gpu-mb 1024 --cpu-mb 64 --iters 10"
         echo "$cmd" >> "$OUT/summary.txt"
-        timeout 240 $cmd > "$OUT/bench.log" 2>&1
+        timeout 420 $cmd > "$OUT/bench.log" 2>&1
         log "parity-bench exit $?"
         cat "$OUT/bench.log"
         # Tuning: the same kernels with narrower words (more mask work
