@@ -49,7 +49,7 @@ struct parity_plan {
      * GF8: the n_out x n_in coefficients over GF(2^8). */
     uint8_t *bits;
     /* GF8: per coefficient [o][i], at (o * n_in + i) * 32, its split-nibble
-     * table (parity-inline.h), for the portable code and the kernel; and,
+     * table (parity-inline.h), for the CUDA kernel; and,
      * with ISA-L, its ec_init_tables() of the coefficients (whose layout
      * is ISA-L's own: GFNI machines take another). */
     uint8_t *tables;

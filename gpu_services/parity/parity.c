@@ -397,8 +397,8 @@ plan_alloc(struct parity_plan *p, enum gpu_parity_code code, unsigned int w,
     return p->bits && p->src_start && p->srcs ? GPU_OK : GPU_ERR_NOMEM;
 }
 
-/* GF8 code: the coefficients' tables, for the portable code and the
- * kernel, and ISA-L's if it codes on the CPU. */
+/* GF8 code: the coefficients' tables, for the CUDA kernel, and ISA-L's
+ * if it codes on the CPU. */
 static void
 plan_finish_gf8(struct parity_plan *p, bool isal)
 {
