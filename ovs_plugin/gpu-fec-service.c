@@ -551,6 +551,22 @@ fec_inst_init(struct fec_inst *inst, const char *args, bool encoder)
     inst->loss_rng = hash_string(args, 0x10557) | 1;
 }
 
+/* Sets the code of encoder 'inst' where its code= left it to us ("auto"):
+ * gf8 where the backend is the CPU and ISA-L codes it, which beats the
+ * bitmatrix code there; bitmatrix on a GPU, whose kernel is the measured
+ * one. */
+static void
+fec_encoder_resolve_code(struct fec_inst *inst)
+{
+    int device;
+
+    if (inst->code_auto) {
+        inst->code = (!gpu_services_get_backend(&device)
+                      && gpu_parity_isal_built()
+                      ? GPU_PARITY_CODE_GF8 : GPU_PARITY_CODE_BITMATRIX);
+    }
+}
+
 /* Checks a flow's arguments and creates the instance they name, in the
  * main thread, so that a PMD thread never builds a coder. */
 static char *
@@ -570,15 +586,7 @@ fec_check(const char *args, bool encoder)
         return NULL;
     }
     if (encoder) {
-        if (inst->code_auto) {
-            int device;
-
-            /* ISA-L beats the bitmatrix code on the CPU; on a GPU the
-             * bitmatrix kernel is the measured one. */
-            inst->code = (!gpu_services_get_backend(&device)
-                          && gpu_parity_isal_built()
-                          ? GPU_PARITY_CODE_GF8 : GPU_PARITY_CODE_BITMATRIX);
-        }
+        fec_encoder_resolve_code(inst);
         inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
                                     false, &error);
         if (!inst->coder) {
