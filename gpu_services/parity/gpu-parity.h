@@ -146,9 +146,9 @@ struct gpu_parity_config {
     bool portable;
 };
 
-/* k and m as given; code BITMATRIX; w the smallest with k + m <= 2^w (it does the least
- * work: XORs grow with w); packetsize 2048 (Jerasure's examples);
- * backend AUTO; device 0; no profiling. */
+/* k and m as given; code BITMATRIX; w the smallest with k + m <= 2^w (it
+ * does the least work: XORs grow with w); packetsize 2048 (Jerasure's
+ * examples); backend AUTO; device 0; no profiling; ISA-L where built. */
 void gpu_parity_config_init(struct gpu_parity_config *, unsigned int k,
                             unsigned int m);
 
@@ -192,7 +192,8 @@ const int *gpu_parity_bitmatrix(const struct gpu_parity *);
 /* ---- Synchronous coding. ---- */
 
 /* Computes parity[0 .. m-1] from data[0 .. k-1], each 'size' bytes
- * ('size' a multiple of w * packetsize; GF8: of packetsize).  Safe from several threads. */
+ * ('size' a multiple of w * packetsize; GF8: of packetsize).  Safe from
+ * several threads. */
 int gpu_parity_encode(struct gpu_parity *, const uint8_t *const *data,
                       uint8_t *const *parity, size_t size);
 
@@ -316,8 +317,8 @@ int gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size);
 /* ---- Several groups in one call. ----
  *
  * Coding works on each block of w * packetsize bytes (GF8: packetsize) of
- * the chunks independently: block b of a parity chunk depends only on block b of the
- * data chunks.  So the chunks of several groups of one code (k, m) can be
+ * the chunks independently: block b of a parity chunk depends only on
+ * block b of the data chunks.  So the chunks of several groups of one code (k, m) can be
  * coded (and rebuilt, if they lost the same chunks) in one call by laying
  * them side by side: chunk i of the call is chunk i of the first group,
  * then chunk i of the second, and so on, each group's chunk size its own
