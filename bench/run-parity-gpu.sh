@@ -77,8 +77,9 @@ if ! (build) > "$OUT/build.log" 2>&1; then
 fi
 log "built"
 # Registers and spills of the kernels the benchmark's codes use.
-grep -A2 -E "xor_kernelILi(12|16|20|32)E" "$OUT/nvcc-resource-usage.txt" \
-    | grep -E "Function|registers|spill" | head -12
+grep -A2 -E "xor_kernelILi(12|16|20|32)E|gf8_kernelILi(4|8)E" \
+    "$OUT/nvcc-resource-usage.txt" \
+    | grep -E "Function|registers|spill" | head -24
 
 for step in $steps; do
     case $step in
