@@ -67,3 +67,6 @@ check-dpcls-peer: bench/classifier-bench-ovs
 		"OVS dpcls peer check" $$status; \
 	exit $$status
 .PHONY: check-dpcls-peer
+
+# Standalone (nvcc only): what CUDA runtime calls cost the calling thread.
+EXTRA_DIST += bench/cuda-call-cost.cu

@@ -359,6 +359,75 @@ e2e_passes(const struct traffic *t, size_t batch, int passes,
     return true;
 }
 
+/* What one submission of 'n' packets (the first of 't') costs the
+ * submitting thread, as a switch's PMD thread pays it for each gather:
+ * runtime calls (each microseconds on the H100 machine,
+ * bench/cuda-call-cost.cu) and the wall time of gpu_ids_submit() and of
+ * the round trip, with the batch's own buffers (one copy each way) or
+ * the caller's.  Returns false if a submission failed. */
+static bool
+submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
+            size_t n, bool own)
+{
+    struct gpu_ids_matcher_config cfg;
+    struct gpu_ids_matcher_stats before, after;
+    struct gpu_ids_batch_buffers bufs;
+    struct gpu_ids_matcher *m;
+    struct gpu_ids_batch *b;
+    struct gpu_ids_verdict *v;
+    size_t bytes;
+    const int rounds = 2000, warm = 20;
+    double submit_s = 0, start = 0;
+
+    n = n < t->n ? n : t->n;
+    bytes = t->offsets[n] - t->offsets[0];
+    gpu_ids_matcher_config_init(&cfg);
+    cfg.backend = GPU_IDS_BACKEND_CUDA;
+    v = gpu_host_alloc(n * sizeof *v);
+    if (!v || gpu_ids_matcher_create(rs, &cfg, &m)) {
+        return false;
+    }
+    if (gpu_ids_batch_create(m, n, bytes, &b)
+        || gpu_ids_batch_buffers(b, &bufs)) {
+        gpu_ids_matcher_destroy(m);
+        return false;
+    }
+    memcpy(bufs.data, t->data + t->offsets[0], bytes);
+    for (size_t i = 0; i <= n; i++) {
+        bufs.offsets[i] = t->offsets[i] - t->offsets[0];
+    }
+    memcpy(bufs.hdrs, t->hdrs, n * sizeof *bufs.hdrs);
+    for (int r = 0; r < warm + rounds; r++) {
+        double t0;
+
+        if (r == warm) {
+            gpu_ids_matcher_get_stats(m, &before);
+            start = now();
+            submit_s = 0;
+        }
+        t0 = now();
+        if (own ? gpu_ids_submit(b, NULL, bufs.data, bufs.offsets,
+                                 bufs.hdrs, n, bufs.verdicts)
+            : gpu_ids_submit(b, NULL, t->data, t->offsets, t->hdrs, n, v)) {
+            fprintf(stderr, "ids-bench: submit failed\n");
+            return false;
+        }
+        submit_s += now() - t0;
+        gpu_ids_wait(b);
+    }
+    double wall = now() - start;
+    gpu_ids_matcher_get_stats(m, &after);
+    printf("%5zu packets (%7zu B), %-16s %11.2f %8.1f us %8.1f us\n",
+           n, bytes, own ? "own buffers" : "caller's buffers",
+           (double) (after.n_runtime_calls - before.n_runtime_calls)
+           / (after.n_batches - before.n_batches),
+           submit_s * 1e6 / rounds, wall * 1e6 / rounds);
+    gpu_ids_batch_destroy(b);
+    gpu_ids_matcher_destroy(m);
+    gpu_host_free(v);
+    return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -684,8 +753,11 @@ main(int argc, char **argv)
                  remap ? "remap (chunks)" : "1 packet/thread");
         printf("%-44s %10.2f %10.2f %7.1f%%\n", name, e2e_gbps,
                hs1 ? e2e_gbps / hs1 : 0, 100 * cfe);
-        printf("  (%" PRIu64 " batches, %" PRIu64 " CPU fallbacks)\n",
-               ms.n_batches, ms.n_fallbacks);
+        printf("  (%" PRIu64 " batches, %" PRIu64 " CPU fallbacks, "
+               "%.2f runtime calls per batch with profiling events)\n",
+               ms.n_batches, ms.n_fallbacks,
+               ms.n_batches ? (double) ms.n_runtime_calls / ms.n_batches
+                            : 0.0);
         for (int j = 0; j < N_SLOTS; j++) {
             gpu_ids_batch_destroy(b[j]);
             gpu_stream_destroy(s[j]);
@@ -695,5 +767,21 @@ main(int argc, char **argv)
     }
     printf("\nGbit/s count payload bytes only; CFE is the scan loop's "
            "control-flow efficiency for this layout (warps of 32).\n");
+
+    /* The switch's submissions: drop mode sends small gathers every
+     * gpu-max-hold-us, alert mode gathers of up to 4096 packets. */
+    printf("\nsubmission cost to the calling thread (CUDA, remap, no "
+           "profiling; mean of 2000 submit+wait rounds; calls: runtime "
+           "calls that queue a submission, its wait's sync apart):\n"
+           "%-42s %11s %11s %11s\n", "batch", "calls", "submit",
+           "round trip");
+    static const size_t sizes[] = { 32, 256, 4096 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        for (int own = 1; own >= 0; own--) {
+            if (!submit_cost(rs, &t, sizes[k], own)) {
+                return 1;
+            }
+        }
+    }
     return 0;
 }

@@ -667,6 +667,28 @@ staging_get(size_t size)
     return staging->data;
 }
 
+bool
+gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst)
+{
+    if (!dst) {
+        dst = staging_get(b->n_bytes);
+        if (!dst) {
+            return false;
+        }
+    }
+    b->data = dst;
+    b->offsets[0] = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct gpu_service_packet *p = &b->pkts[i];
+
+        memcpy(dst + b->offsets[i],
+               (const uint8_t *) dp_packet_data(p->packet) + p->payload_ofs,
+               p->payload_len);
+        b->offsets[i + 1] = b->offsets[i] + p->payload_len;
+    }
+    return true;
+}
+
 static void
 gpu_actions_execute(enum gpu_service_type type, const char *args,
                     struct dp_packet_batch *batch, bool may_steal,
@@ -679,7 +701,6 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     struct dp_packet *packet;
     size_t total = 0;
     size_t n_dropped = 0;
-    uint8_t *data;
 
     if (!impl) {
         VLOG_WARN_RL(&rl, "%s: service not built into this ovs-vswitchd; "
@@ -706,26 +727,17 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     }
 
     /* One copy in: every payload into the pinned buffer, back to back. */
-    data = impl->stage_payloads ? staging_get(total) : NULL;
-    if (!data && impl->stage_payloads) {
-        VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of staging; "
-                     "packets pass", gpu_service_type_to_string(type),
-                     total);
-        return;
-    }
-    sb.data = data;
-    sb.offsets[0] = 0;
-    for (size_t i = 0; i < sb.n; i++) {
-        const struct gpu_service_packet *p = &sb.pkts[i];
-
-        if (!impl->stage_payloads) {
-            sb.offsets[i + 1] = 0;
-            continue;
+    sb.n_bytes = total;
+    if (impl->stage_payloads) {
+        if (!gpu_service_batch_stage(&sb, NULL)) {
+            VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of "
+                         "staging; packets pass",
+                         gpu_service_type_to_string(type), total);
+            return;
         }
-        memcpy(data + sb.offsets[i],
-               (const uint8_t *) dp_packet_data(p->packet) + p->payload_ofs,
-               p->payload_len);
-        sb.offsets[i + 1] = sb.offsets[i] + p->payload_len;
+    } else {
+        sb.data = NULL;
+        memset(sb.offsets, 0, (sb.n + 1) * sizeof sb.offsets[0]);
     }
 
     uint64_t start_ns = monotonic_ns();

@@ -65,9 +65,12 @@ struct gpu_service_batch {
     struct gpu_service_packet pkts[NETDEV_MAX_BURST];
 
     /* The payloads of 'pkts', back to back in pinned memory: packet i is
-     * data[offsets[i]] to data[offsets[i + 1]] (empty if not IP). */
+     * data[offsets[i]] to data[offsets[i + 1]] (empty if not IP).  Only
+     * if the service has 'stage_payloads'; else NULL and all zero until
+     * the service stages them itself (gpu_service_batch_stage()). */
     const uint8_t *data;
     uint32_t offsets[NETDEV_MAX_BURST + 1];
+    size_t n_bytes;             /* Sum of the payloads' lengths. */
 
     /* Set by the service; all GPU_SERVICE_PASS on entry. */
     enum gpu_service_verdict verdicts[NETDEV_MAX_BURST];
@@ -78,7 +81,8 @@ struct gpu_service_impl {
 
     /* True if run() reads the payloads staged in the batch; services
      * that work on whole frames in place leave it false and save the
-     * copy. */
+     * copy, as do those that copy the payloads straight to where they
+     * gather them (gpu_service_batch_stage()). */
     bool stage_payloads;
 
     /* Checks the arguments of an action in a flow being added: NULL if
@@ -140,6 +144,13 @@ extern const struct gpu_service_impl gpu_fec_decode_service_impl;
 /* Parses 'packet' into 'p' (which keeps a pointer to it). */
 void gpu_service_parse_packet(struct dp_packet *packet,
                               struct gpu_service_packet *p);
+
+/* Copies the payloads of 'b''s packets back to back to 'dst' (room for
+ * b->n_bytes), or, if 'dst' is NULL, to the calling thread's pinned
+ * staging buffer, and points b->data and b->offsets at them.  Returns
+ * false only if 'dst' is NULL and the staging buffer could not grow (the
+ * batch is left unstaged). */
+bool gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst);
 
 /* Parses a service's arguments "key=value,flag,..." (already checked for
  * syntax by OVS) against 'keys', a NULL-terminated list of the keys the

@@ -139,17 +139,28 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
  * dropped and counted (only a flow that never sees room gets there). */
 #define FEC_MAX_PENDING 1024
 
+/* The decoder copies the packets of its groups into buffers of this size
+ * where they fit (the Internet's frames do), and keeps up to
+ * FEC_MAX_FREE_BUFS of them free for reuse: a malloc() and free() of
+ * 1500 bytes per packet cost more than the copy. */
+#define FEC_SMALL_BUF 2048
+#define FEC_MAX_FREE_BUFS 1024
+
 /* Symbol size of the coders: small, so the padding of a chunk (to a
  * multiple of w * packetsize) stays small. */
 #define FEC_PACKETSIZE 8
 
 /* A device call codes up to this many closed groups of one code, side by
  * side (gpu-parity.h), in chunks of up to FEC_CALL_BYTES / (k + m) bytes
- * (at least one largest group's); up to FEC_MAX_CALLS calls of an
- * instance are in flight at once, beyond which the oldest is waited for. */
+ * (at least one largest group's).  Up to FEC_MAX_CALLS calls of an
+ * instance are in flight at once: a PMD thread never waits for the device
+ * below that bound, which only keeps the pinned host memory (and device
+ * memory) of an instance bounded, about FEC_MAX_CALLS * FEC_CALL_BYTES;
+ * at the bound the oldest call is waited for, and gpu-fec/show counts
+ * it.  Calls done are kept for reuse, as many. */
 #define FEC_CALL_MAX_GROUPS 64
 #define FEC_CALL_BYTES (1024 * 1024)
-#define FEC_MAX_CALLS 4
+#define FEC_MAX_CALLS 16
 
 /* The timer's fallback for calls in flight: the poll of the thread that
  * submitted a call normally finishes it within microseconds, so the timer
@@ -186,6 +197,10 @@ struct fec_call_group {
     size_t ofs, cs;             /* Its chunks' offset and size in the
                                  * call's chunks. */
     struct eth_addr dst, src;   /* Encoder: for its parity packets. */
+    /* Decoder: the chunks the group lacks (data packets lost, parity
+     * packets not used), at call->erasure_ids + 'erasure_ofs'; the call
+     * rebuilds its lost data packets. */
+    size_t erasure_ofs, n_erasures;
 };
 
 /* One device call: closed groups of one code side by side, gathered, then
@@ -202,10 +217,12 @@ struct fec_call {
     size_t cap;
     size_t size;                /* Bytes of each chunk in use. */
 
-    /* Decoder: the chunks every group of the call lacks (the data packets
-     * lost, and the parity packets not used), rebuilt by the call. */
-    int erasures[GPU_PARITY_MAX_CHUNKS];
-    size_t n_erasures;
+    /* Decoder: the groups' erasure lists, side by side, and the segments
+     * the call decodes (one per group, each with its own erasures). */
+    int *erasure_ids;           /* FEC_CALL_MAX_GROUPS * (k + m). */
+    size_t n_erasure_ids;
+    struct gpu_parity_segment *segs;    /* FEC_CALL_MAX_GROUPS. */
+    struct fec_call *next_free;         /* In fec_inst's 'spare'. */
 
     long long int start_us;     /* First group gathered, then submitted. */
     int status;                 /* Of the submission. */
@@ -234,7 +251,9 @@ struct fec_inst {
     struct fec_call *gather;
     struct ovs_list calls;
     size_t n_calls;
-    struct fec_call *spare;     /* The last call done, for reuse. */
+    struct fec_call *spare;     /* Calls done, for reuse (a list through
+                                 * 'next_free'). */
+    size_t n_spare;
 
     /* Packets waiting for room in a batch, oldest first. */
     struct dp_packet *pending[FEC_MAX_PENDING];
@@ -244,7 +263,9 @@ struct fec_inst {
     struct gpu_parity *coder;
     uint32_t group;
     unsigned int n;             /* Data packets so far. */
-    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];
+    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];     /* In 'stage'. */
+    uint8_t *stage;             /* k * FEC_MAX_FRAME bytes, or NULL. */
+    size_t stage_used;
     size_t lens[GPU_PARITY_MAX_CHUNKS];
     struct eth_addr dst, src;   /* Of the group's last data packet. */
     odp_port_t in_port;
@@ -261,7 +282,12 @@ struct fec_inst {
     struct flow next_flow;
 
     /* Decoder. */
+    void *free_bufs;            /* FEC_SMALL_BUF buffers for copies, a
+                                 * list through their first bytes. */
+    size_t n_free_bufs;
     struct hmap groups;
+    struct fec_group *last_group;       /* Last found: a group's packets
+                                         * come one after another. */
     struct ovs_list lru;
     size_t n_buffered, n_buffered_bytes;
     uint32_t loss_rng;          /* For "fec-loss". */
@@ -285,6 +311,7 @@ struct fec_inst {
     uint64_t n_call_groups;     /* Their groups. */
     size_t max_call_groups;
     size_t max_calls;           /* Most calls in flight at once. */
+    uint64_t n_call_waits;      /* Calls waited for at FEC_MAX_CALLS. */
     uint64_t n_link_losses;     /* Decoder: "fec-loss" discards. */
     uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
     uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
@@ -734,8 +761,39 @@ fec_call_destroy(struct fec_call *call)
         if (call->mem) {
             gpu_host_free(call->mem);
         }
+        free(call->erasure_ids);
+        free(call->segs);
         free(call);
     }
+}
+
+/* Frees the calls kept for reuse. */
+static void
+fec_calls_free_spares(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    while (inst->spare) {
+        struct fec_call *call = inst->spare;
+
+        inst->spare = call->next_free;
+        fec_call_destroy(call);
+    }
+    inst->n_spare = 0;
+}
+
+/* Keeps the done 'call' for reuse: its pinned memory, touched, costs
+ * nothing the next time, where a new one costs page faults. */
+static void
+fec_call_recycle(struct fec_inst *inst, struct fec_call *call)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->n_spare >= FEC_MAX_CALLS) {
+        fec_call_destroy(call);
+        return;
+    }
+    call->next_free = inst->spare;
+    inst->spare = call;
+    inst->n_spare++;
 }
 
 /* Returns an empty call for groups of 'coder' (k, m), or NULL if memory or
@@ -750,15 +808,20 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
     size_t unit, cap;
     int error;
 
-    inst->spare = NULL;
-    if (call && call->coder == coder) {
-        call->size = 0;
-        call->n_sent = 0;
-        call->n_groups = 0;
-        call->n_erasures = 0;
-        return call;
+    if (call) {
+        inst->spare = call->next_free;
+        inst->n_spare--;
+        if (call->coder == coder) {
+            call->size = 0;
+            call->n_sent = 0;
+            call->n_groups = 0;
+            call->n_erasure_ids = 0;
+            return call;
+        }
+        /* Another code's: the others kept are likely the same. */
+        fec_call_destroy(call);
+        fec_calls_free_spares(inst);
     }
-    fec_call_destroy(call);
 
     /* Room for one largest group at least. */
     unit = gpu_parity_pkt_chunk_size(coder, 0);
@@ -773,6 +836,11 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
     call->code = cfg.code;
     call->cap = cap;
     call->mem = gpu_host_alloc((k + m) * cap);
+    if (!inst->encoder) {
+        call->erasure_ids = xmalloc(FEC_CALL_MAX_GROUPS * (k + m)
+                                    * sizeof *call->erasure_ids);
+        call->segs = xmalloc(FEC_CALL_MAX_GROUPS * sizeof *call->segs);
+    }
     error = (call->mem ? gpu_parity_batch_create(coder, cap, &call->batch)
              : GPU_ERR_NOMEM);
     if (error) {
@@ -788,6 +856,25 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
     return call;
 }
 
+static void fec_call_finish_oldest(struct fec_inst *);
+
+/* Decoder: the segments of 'call', one per group, each rebuilding the
+ * group's lost data packets from the chunks it has. */
+static void
+fec_call_segments(struct fec_call *call)
+{
+    for (size_t i = 0; i < call->n_groups; i++) {
+        const struct fec_call_group *g = &call->groups[i];
+        struct gpu_parity_segment *seg = &call->segs[i];
+
+        seg->offset = g->ofs;
+        seg->size = g->cs;
+        seg->erasures = call->erasure_ids + g->erasure_ofs;
+        seg->n_erasures = g->n_erasures;
+        seg->data_only = true;
+    }
+}
+
 /* Submits the gathered call, without waiting.  Its status (an injected
  * fault's too) is looked at once it is done, in turn. */
 static void
@@ -799,9 +886,14 @@ fec_call_submit(struct fec_inst *inst)
 
     inst->gather = NULL;
     if (inst->n_calls >= FEC_MAX_CALLS) {
-        /* Memory (pinned, on a device) stays bounded: the oldest calls
-         * are waited for. */
-        fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
+        /* Memory (pinned, on a device) stays bounded: the oldest call is
+         * waited for, and its packets wait in the instance. */
+        inst->n_call_waits++;
+        fec_call_finish_oldest(inst);
+    }
+    if (!inst->encoder) {
+        /* For the device, or the CPU if it fails. */
+        fec_call_segments(call);
     }
     status = gpu_service_fault_take(GPU_FAULT_FEC);
     if (!status && inst->encoder) {
@@ -811,10 +903,11 @@ fec_call_submit(struct fec_inst *inst)
                                           call->chunks + call->k,
                                           call->size);
     } else if (!status) {
-        status = gpu_parity_decode_submit(call->batch, NULL, call->chunks,
-                                          call->chunks + call->k,
-                                          call->erasures, call->n_erasures,
-                                          call->size);
+        status = gpu_parity_decode_submit_segments(call->batch, NULL,
+                                                   call->chunks,
+                                                   call->chunks + call->k,
+                                                   call->segs,
+                                                   call->n_groups);
     }
     call->status = status;
     call->start_us = time_usec();
@@ -827,40 +920,39 @@ fec_call_submit(struct fec_inst *inst)
 }
 
 /* Returns room for a closed group of 'cs'-byte chunks of 'coder' in the
- * gathered call (the decoder's rebuilding the chunks 'erasures'), or NULL
- * if there is no call to be had.  Groups of another code or with other
- * erasures, or that leave no room, are submitted first.  The caller
- * writes the group's chunks, then calls fec_call_added(). */
+ * gathered call, or NULL if there is no call to be had.  Groups of
+ * another code, or that leave no room, are submitted first; the decoder's
+ * groups each have their own erasures (a segment of the call).  The
+ * caller writes the group's chunks (and the decoder its erasures), then
+ * calls fec_call_added(). */
 static struct fec_call_group *
 fec_call_add(struct fec_inst *inst, struct gpu_parity *coder,
-             unsigned int k, unsigned int m, size_t cs, const int *erasures,
-             size_t n_erasures, long long int now)
+             unsigned int k, unsigned int m, size_t cs, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
     struct fec_call *call = inst->gather;
     struct fec_call_group *g;
 
-    if (call && (call->coder != coder || call->size + cs > call->cap
-                 || call->n_erasures != n_erasures
-                 || memcmp(call->erasures, erasures,
-                           n_erasures * sizeof *erasures))) {
+    if (call && (call->coder != coder || call->size + cs > call->cap)) {
         fec_call_submit(inst);
         call = NULL;
     }
     if (!call) {
         call = fec_call_new(inst, coder, k, m);
         if (!call || cs > call->cap) {
-            inst->spare = call;
+            if (call) {
+                fec_call_recycle(inst, call);
+            }
             return NULL;
         }
-        memcpy(call->erasures, erasures, n_erasures * sizeof *erasures);
-        call->n_erasures = n_erasures;
         call->start_us = now;
         inst->gather = call;
     }
     g = &call->groups[call->n_groups++];
     g->ofs = call->size;
     g->cs = cs;
+    g->erasure_ofs = call->n_erasure_ids;
+    g->n_erasures = 0;
     call->size += cs;
     return g;
 }
@@ -911,13 +1003,57 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
                                              call->chunks + call->k,
                                              call->size);
         } else {
-            call->status = gpu_parity_decode(cpu, call->chunks,
-                                             call->chunks + call->k,
-                                             call->erasures,
-                                             call->n_erasures, call->size);
+            call->status = gpu_parity_decode_segments(cpu, call->chunks,
+                                                      call->chunks + call->k,
+                                                      call->segs,
+                                                      call->n_groups);
         }
     }
     return true;
+}
+
+/* Sends what the done 'call', the oldest, made (into 'out' if room, else
+ * to wait in the instance) and recycles it.  A call may make more packets
+ * than may wait (FEC_MAX_PENDING): unless 'force', its groups go out as
+ * room allows, the rest on the next poll, once the waiting ones are sent.
+ * Returns true if the call is done with. */
+static bool
+fec_call_send(struct fec_inst *inst, struct fec_call *call,
+              struct fec_out *out, bool force)
+    OVS_REQUIRES(inst->mutex)
+{
+    while (call->n_sent < call->n_groups
+           && (force || !inst->n_pending
+               || inst->n_pending + call->m <= FEC_MAX_PENDING)) {
+        const struct fec_call_group *g = &call->groups[call->n_sent++];
+
+        if (inst->encoder) {
+            fec_encode_send_parity(inst, call, g, out);
+        } else {
+            fec_decode_send_rebuilt(inst, call, g, out);
+        }
+    }
+    if (call->n_sent < call->n_groups) {
+        return false;
+    }
+    ovs_list_remove(&call->node);
+    inst->n_calls--;
+    fec_call_recycle(inst, call);
+    return true;
+}
+
+/* At the bound of calls in flight: waits for the oldest only, and sends
+ * what it made (to wait in the instance, oldest dropped beyond
+ * FEC_MAX_PENDING as always), so that one more call may go. */
+static void
+fec_call_finish_oldest(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
+                                         struct fec_call, node);
+
+    fec_call_done(inst, call, true, 0);
+    fec_call_send(inst, call, NULL, true);
 }
 
 /* Submits the gathered groups when they may wait no longer: at once if
@@ -930,6 +1066,8 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
               enum gpu_service_poll_mode mode, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
+    bool finish = mode == GPU_SERVICE_POLL_FINISH;
+
     if (inst->gather
         && (mode != GPU_SERVICE_POLL_BUSY
             || now - inst->gather->start_us
@@ -940,31 +1078,10 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
         struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
                                              struct fec_call, node);
 
-        if (!fec_call_done(inst, call, mode == GPU_SERVICE_POLL_FINISH,
-                           now)) {
+        if (!fec_call_done(inst, call, finish, now)
+            || !fec_call_send(inst, call, out, finish)) {
             break;
         }
-        /* A call may make more packets than may wait (FEC_MAX_PENDING):
-         * its groups go out as room allows, the rest on the next poll,
-         * once the waiting ones are sent. */
-        while (call->n_sent < call->n_groups
-               && (mode == GPU_SERVICE_POLL_FINISH || !inst->n_pending
-                   || inst->n_pending + call->m <= FEC_MAX_PENDING)) {
-            const struct fec_call_group *g = &call->groups[call->n_sent++];
-
-            if (inst->encoder) {
-                fec_encode_send_parity(inst, call, g, out);
-            } else {
-                fec_decode_send_rebuilt(inst, call, g, out);
-            }
-        }
-        if (call->n_sent < call->n_groups) {
-            break;
-        }
-        ovs_list_remove(&call->node);
-        inst->n_calls--;
-        fec_call_destroy(inst->spare);
-        inst->spare = call;
     }
 }
 
@@ -1025,8 +1142,7 @@ fec_encode_close(struct fec_inst *inst, long long int now)
         max_len = MAX(max_len, inst->lens[i]);
     }
     g = fec_call_add(inst, inst->coder, inst->k, inst->m,
-                     gpu_parity_pkt_chunk_size(inst->coder, max_len),
-                     NULL, 0, now);
+                     gpu_parity_pkt_chunk_size(inst->coder, max_len), now);
     if (g) {
         g->id = inst->group;
         g->n_data = inst->n;
@@ -1046,10 +1162,7 @@ fec_encode_close(struct fec_inst *inst, long long int now)
                      "packets went without parity", inst->args,
                      inst->group);
     }
-    for (unsigned int i = 0; i < inst->n; i++) {
-        free(inst->frames[i]);
-        inst->frames[i] = NULL;
-    }
+    inst->stage_used = 0;
     inst->n = 0;
     inst->group++;
 }
@@ -1160,7 +1273,13 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         inst->dst = eth->eth_dst;
         inst->src = eth->eth_src;
         inst->in_port = packet->md.in_port.odp_port;
-        inst->frames[inst->n] = xmemdup(dp_packet_data(packet), size);
+        if (!inst->stage) {
+            inst->stage = xmalloc(inst->k * FEC_MAX_FRAME);
+        }
+        /* Copied side by side into the stage, k frames at most. */
+        inst->frames[inst->n] = inst->stage + inst->stage_used;
+        memcpy(inst->frames[inst->n], dp_packet_data(packet), size);
+        inst->stage_used += size;
         inst->lens[inst->n] = size;
 
         struct fec_hdr hdr = {
@@ -1184,6 +1303,60 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
 
 /* ------------------------------------------------------------- Decoder. */
 
+/* A copy of the 'len' bytes at 'p', in a reused buffer where it fits. */
+static uint8_t *
+fec_buf_copy(struct fec_inst *inst, const void *p, size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    uint8_t *buf;
+
+    if (len > FEC_SMALL_BUF) {
+        return xmemdup(p, len);
+    }
+    if (inst->free_bufs) {
+        buf = inst->free_bufs;
+        memcpy(&inst->free_bufs, buf, sizeof inst->free_bufs);
+        inst->n_free_bufs--;
+    } else {
+        buf = xmalloc(FEC_SMALL_BUF);
+    }
+    memcpy(buf, p, len);
+    return buf;
+}
+
+/* Frees 'buf', a copy of 'len' bytes from fec_buf_copy(). */
+static void
+fec_buf_free(struct fec_inst *inst, uint8_t *buf, size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (len > FEC_SMALL_BUF || inst->n_free_bufs >= FEC_MAX_FREE_BUFS) {
+        free(buf);
+        return;
+    }
+    memcpy(buf, &inst->free_bufs, sizeof inst->free_bufs);
+    inst->free_bufs = buf;
+    inst->n_free_bufs++;
+}
+
+/* Frees what an instance keeps for reuse (for tests: instances live as
+ * long as the process). */
+static void OVS_UNUSED
+fec_inst_free_reusable(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    while (inst->free_bufs) {
+        void *buf = inst->free_bufs;
+
+        memcpy(&inst->free_bufs, buf, sizeof inst->free_bufs);
+        free(buf);
+    }
+    inst->n_free_bufs = 0;
+    free(inst->stage);
+    inst->stage = NULL;
+    inst->stage_used = 0;
+    fec_calls_free_spares(inst);
+}
+
 static void
 fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
     OVS_REQUIRES(inst->mutex)
@@ -1195,11 +1368,10 @@ fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
         if (g->bufs[i]) {
             inst->n_buffered--;
             inst->n_buffered_bytes -= g->lens[i];
-            free(g->bufs[i]);
+            fec_buf_free(inst, g->bufs[i], g->lens[i]);
         }
     }
-    free(g->bufs);
-    free(g->lens);
+    /* Allocated with the group. */
     g->bufs = NULL;
     g->lens = NULL;
 }
@@ -1228,6 +1400,9 @@ fec_group_destroy(struct fec_inst *inst, struct fec_group *g)
         inst->n_losses += fec_group_missing(g);
     }
     fec_group_free_bufs(inst, g);
+    if (inst->last_group == g) {
+        inst->last_group = NULL;
+    }
     hmap_remove(&inst->groups, &g->node);
     ovs_list_remove(&g->lru_node);
     free(g);
@@ -1272,24 +1447,32 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
               unsigned int m, enum gpu_parity_code code, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
-    struct fec_group *g;
+    struct fec_group *g = inst->last_group;
 
+    /* Thousands of groups (complete ones kept until their timeout) make
+     * a lookup a cache miss or two; most packets need none. */
+    if (g && g->id == id) {
+        return g;
+    }
     HMAP_FOR_EACH_WITH_HASH (g, node, hash_int(id, 0), &inst->groups) {
         if (g->id == id) {
+            inst->last_group = g;
             return g;
         }
     }
-    g = xzalloc(sizeof *g);
+    /* One allocation for the group and its arrays. */
+    g = xzalloc(sizeof *g + (k + m) * (sizeof *g->bufs + sizeof *g->lens));
     g->id = id;
     g->k = k;
     g->m = m;
     g->code = code;
     g->n_data = k;
     g->start_us = now;
-    g->bufs = xcalloc(k + m, sizeof *g->bufs);
-    g->lens = xcalloc(k + m, sizeof *g->lens);
+    g->bufs = (uint8_t **) (g + 1);
+    g->lens = (size_t *) (g->bufs + k + m);
     hmap_insert(&inst->groups, &g->node, hash_int(id, 0));
     ovs_list_push_back(&inst->lru, &g->lru_node);
+    inst->last_group = g;
     return g;
 }
 
@@ -1325,8 +1508,8 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     }
 
     /* The call reads the first k chunks the group has (beyond a short
-     * group's data packets, empty ones) and rebuilds the others, so groups
-     * that lost the same packets are rebuilt in one call. */
+     * group's data packets, empty ones) and rebuilds the lost data ones;
+     * the chunks not read are erasures too, so they need no copy. */
     for (unsigned int i = 0; i < g->k + g->m; i++) {
         bool have = (i >= g->n_data && i < g->k) || g->bufs[i];
 
@@ -1349,9 +1532,15 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     }
     coder = (error ? NULL
              : fec_coder_get(g->k, g->m, g->code, false, true, &error));
-    cg = (coder ? fec_call_add(inst, coder, g->k, g->m, cs, erasures,
-                               n_erasures, now)
-          : NULL);
+    if (coder && cs % gpu_parity_pkt_chunk_size(coder, 0)) {
+        /* Not a chunk size the encoder makes (too short for even a
+         * length, or not whole blocks): the call would refuse it, and
+         * with it every group gathered beside it. */
+        error = xasprintf("parity length %"PRIuSIZE" is no chunk size",
+                          cs);
+        coder = NULL;
+    }
+    cg = coder ? fec_call_add(inst, coder, g->k, g->m, cs, now) : NULL;
     if (!cg) {
         VLOG_WARN_RL(&rl, "fec_decode(%s): group %"PRIu32" not rebuilt "
                      "(%s)", inst->args, g->id,
@@ -1365,6 +1554,10 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     cg->n_data = g->n_data;
     inst->n_code_groups[g->code]++;
     inst->code_impl[g->code] = gpu_parity_impl(coder);
+    memcpy(inst->gather->erasure_ids + cg->erasure_ofs, erasures,
+           n_erasures * sizeof *erasures);
+    cg->n_erasures = n_erasures;
+    inst->gather->n_erasure_ids += n_erasures;
     for (unsigned int i = 0, e = 0; i < g->k + g->m; i++) {
         uint8_t *chunk = inst->gather->chunks[i] + cg->ofs;
 
@@ -1391,10 +1584,11 @@ fec_decode_send_rebuilt(struct fec_inst *inst, const struct fec_call *call,
     OVS_REQUIRES(inst->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    const int *erasures = call->erasure_ids + g->erasure_ofs;
     int status = call->status;
 
-    for (size_t e = 0; !status && e < call->n_erasures; e++) {
-        unsigned int i = call->erasures[e];
+    for (size_t e = 0; !status && e < g->n_erasures; e++) {
+        unsigned int i = erasures[e];
 
         if (i < g->n_data
             && gpu_parity_pkt_from_chunk(call->chunks[i] + g->ofs,
@@ -1409,8 +1603,8 @@ fec_decode_send_rebuilt(struct fec_inst *inst, const struct fec_call *call,
         inst->n_groups_lost++;
         return;
     }
-    for (size_t e = 0; e < call->n_erasures; e++) {
-        unsigned int i = call->erasures[e];
+    for (size_t e = 0; e < g->n_erasures; e++) {
+        unsigned int i = erasures[e];
         const uint8_t *chunk = call->chunks[i] + g->ofs;
         struct dp_packet *rp;
         int len;
@@ -1538,8 +1732,8 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             continue;
         }
         fec_decode_make_room(inst, g, len);
-        g->bufs[idx] = xmemdup((const uint8_t *) dp_packet_data(packet)
-                               + FEC_HLEN, len);
+        g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
+                                    dp_packet_data(packet) + FEC_HLEN, len);
         g->lens[idx] = len;
         inst->n_buffered++;
         inst->n_buffered_bytes += len;
@@ -1913,6 +2107,9 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     ds_put_format(s, "  calls in flight: %"PRIuSIZE" (most %"PRIuSIZE"), "
                   "groups gathering: %"PRIuSIZE"\n", inst->n_calls,
                   inst->max_calls, inst->gather ? inst->gather->n_groups : 0);
+    ds_put_format(s, "  waits for the device: %"PRIu64" (calls in flight "
+                  "at their bound, %d)\n", inst->n_call_waits,
+                  FEC_MAX_CALLS);
     ds_put_format(s, "  device faults: %"PRIu64" groups coded on the CPU "
                   "(%"PRIu64" calls)\n", inst->n_faults,
                   inst->n_fault_calls);

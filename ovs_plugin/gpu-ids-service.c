@@ -396,7 +396,9 @@ ids_alert_info_init(struct ids_alert_info *info,
     }
 }
 
-static void
+/* Logs an alert, rate-limited.  Returns false if the rate limit dropped
+ * it. */
+static bool
 ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
               const struct gpu_ids_verdict *v, bool dropped)
 {
@@ -405,7 +407,7 @@ ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
     char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
 
     if (VLOG_DROP_WARN(&rl)) {
-        return;
+        return false;
     }
     if (!gpu_ids_rule_get(r->rs, v->rule, &info)) {
         info.msg = "";
@@ -415,6 +417,7 @@ ids_log_alert(const struct ids_ruleset *r, const struct ids_alert_info *a,
     VLOG_WARN("gpu_ids %s: sid %"PRIu32" \"%s\": proto %u %s.%u > %s.%u "
               "(%s)", r->name, v->sid, info.msg, a->ip_proto, src, a->sport,
               dst, a->dport, dropped ? "dropped" : "alert");
+    return true;
 }
 
 /* Counts one scanned run of packets and logs its alerts.  A matching
@@ -427,6 +430,11 @@ ids_account(struct ids_ruleset *r, size_t n,
             const bool *dropping, enum gpu_service_verdict *out)
 {
     uint64_t n_not_ip = 0, n_matched = 0, n_dropped = 0;
+    /* Once the rate limit drops an alert of this run, the rest are not
+     * offered to it: its check takes a mutex that every PMD thread
+     * shares, per matching packet, and a run may hold thousands.  The
+     * counters below count every alert. */
+    bool logging = true;
 
     for (size_t i = 0; i < n; i++) {
         if (!info[i].is_ip) {
@@ -442,7 +450,9 @@ ids_account(struct ids_ruleset *r, size_t n,
             out[i] = GPU_SERVICE_DROP;
         }
         n_dropped += drop;
-        ids_log_alert(r, &info[i], &verdicts[i], drop);
+        if (logging) {
+            logging = ids_log_alert(r, &info[i], &verdicts[i], drop);
+        }
     }
     gpu_counter_add(&r->n_packets, n - n_not_ip);
     gpu_counter_add(&r->n_bytes, n_bytes);
@@ -497,9 +507,11 @@ struct ids_gather {
     struct ids_ruleset *r;          /* Referenced, or NULL. */
     struct gpu_ids_batch *batch;    /* On r's matcher. */
 
-    /* What the device reads and writes is in pinned memory
-     * (gpu_host_alloc()): a copy to or from pageable memory would make
-     * the submit wait for the scan. */
+    /* The batch's own buffers (gpu_ids_batch_buffers()), while 'batch'
+     * is: on CUDA, pinned (a copy to or from pageable memory would make
+     * the submit wait for the scan) and laid out so that one copy moves
+     * the gather in and one its verdicts out, each runtime call costing
+     * the thread microseconds. */
     uint8_t *data;                  /* IDS_GATHER_BYTES. */
     uint32_t *offsets;              /* IDS_GATHER_PACKETS + 1. */
     struct gpu_ids_pkt_hdr *hdrs;   /* IDS_GATHER_PACKETS. */
@@ -670,22 +682,12 @@ ids_gather_unbind(struct ids_gather *g)
     ovs_assert(!g->n);
     gpu_ids_batch_destroy(g->batch);
     g->batch = NULL;
+    g->data = NULL;
+    g->offsets = NULL;
+    g->hdrs = NULL;
+    g->verdicts = NULL;
     ids_ruleset_unref(g->r);
     g->r = NULL;
-}
-
-static void
-ids_gatherer_free(struct ids_gatherer *gt)
-{
-    for (int i = 0; i < 2; i++) {
-        struct ids_gather *g = &gt->slots[i];
-
-        gpu_host_free(g->data);
-        gpu_host_free(g->offsets);
-        gpu_host_free(g->hdrs);
-        gpu_host_free(g->verdicts);
-    }
-    free(gt);
 }
 
 static void
@@ -714,7 +716,7 @@ ids_gatherer_destroy(void *gt_)
     /* A datapath thread sends on what it holds before it exits (the 'poll'
      * hook, with GPU_SERVICE_POLL_FINISH), so nothing should be left. */
     gpu_service_holder_destroy(&gt->holder);
-    ids_gatherer_free(gt);
+    free(gt);
 }
 
 static void
@@ -748,16 +750,6 @@ ids_gatherer_get(bool create)
             struct ids_gather *g = &gt->slots[i];
 
             g->gt = gt;
-            g->data = gpu_host_alloc(IDS_GATHER_BYTES);
-            g->offsets = gpu_host_alloc((IDS_GATHER_PACKETS + 1)
-                                        * sizeof *g->offsets);
-            g->hdrs = gpu_host_alloc(IDS_GATHER_PACKETS * sizeof *g->hdrs);
-            g->verdicts = gpu_host_alloc(IDS_GATHER_PACKETS
-                                         * sizeof *g->verdicts);
-            if (!g->data || !g->offsets || !g->hdrs || !g->verdicts) {
-                ids_gatherer_free(gt);
-                return NULL;
-            }
         }
         xpthread_setspecific(gatherer_key, gt);
     }
@@ -774,7 +766,7 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
     struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
-                 || g->offsets[g->n] + b->offsets[b->n]
+                 || g->offsets[g->n] + b->n_bytes
                     > IDS_GATHER_BYTES)) {
         /* The next gather is idle after. */
         gpu_service_gathers_submit(&gt->gathers);
@@ -789,6 +781,8 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
         if (!ovs_refcount_try_ref_rcu(&r->ref_cnt)) {
             return false;
         }
+        struct gpu_ids_batch_buffers bufs;
+
         g->r = r;
         if (gpu_ids_batch_create(r->matcher, IDS_GATHER_PACKETS,
                                  IDS_GATHER_BYTES, &g->batch)) {
@@ -796,6 +790,17 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
             g->r = NULL;
             return false;
         }
+        if (gpu_ids_batch_buffers(g->batch, &bufs)) {
+            gpu_ids_batch_destroy(g->batch);
+            g->batch = NULL;
+            ids_ruleset_unref(r);
+            g->r = NULL;
+            return false;
+        }
+        g->data = bufs.data;
+        g->offsets = bufs.offsets;
+        g->hdrs = bufs.hdrs;
+        g->verdicts = bufs.verdicts;
     }
     return true;
 }
@@ -823,13 +828,13 @@ ids_gather_due(const struct ids_gather *g, bool idle)
  * batch 'h', which this puts in the thread's FIFO.  Returns false if it
  * could not, and the caller scans 'b' at once. */
 static bool
-ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
+ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
            const struct gpu_ids_pkt_hdr *hdrs, struct ids_held *h)
 {
     struct ids_gatherer *gt = ids_gatherer_get(true);
     struct ids_gather *g;
 
-    if (!gt || b->offsets[b->n] > IDS_GATHER_BYTES) {
+    if (!gt || b->n_bytes > IDS_GATHER_BYTES) {
         return false;
     }
     gpu_service_gathers_finish(&gt->gathers, false);
@@ -851,11 +856,11 @@ ids_gather(struct ids_ruleset *r, const struct gpu_service_batch *b,
         gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
-    memcpy(g->data + g->offsets[g->n], b->data + b->offsets[0],
-           b->offsets[b->n] - b->offsets[0]);
+    /* The payloads' one copy: straight into the gather's pinned
+     * buffer. */
+    gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
     for (size_t i = 0; i < b->n; i++) {
-        g->offsets[g->n + i + 1] = g->offsets[g->n]
-                                   + (b->offsets[i + 1] - b->offsets[0]);
+        g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
         g->dropping[g->n + i] = h != NULL;
         ids_alert_info_init(&g->info[g->n + i], &b->pkts[i]);
@@ -1040,6 +1045,12 @@ ids_scan(const char *args, struct gpu_service_batch *b,
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
+    if (!gpu_service_batch_stage(b, NULL)) {
+        gpu_counter_add(&r->n_errors, 1);
+        VLOG_WARN_RL(&rl, "gpu_ids %s: no memory to stage %"PRIuSIZE
+                     " packets; they pass", r->name, b->n);
+        return;
+    }
     status = gpu_service_fault_take(GPU_FAULT_IDS);
     if (!status) {
         status = gpu_ids_match(r->matcher, b->data, b->offsets, hdrs, b->n,
@@ -1070,7 +1081,8 @@ ids_scan(const char *args, struct gpu_service_batch *b,
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
-    .stage_payloads = true,
+    /* Gathered payloads are copied straight into the gather. */
+    .stage_payloads = false,
     .check = ids_check,
     .hold = ids_scan,
     .poll = ids_poll,
@@ -1136,6 +1148,15 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
     ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "
                   "CPU\n", read_counter(&r->n_faults));
+    if (ms.n_runtime_calls && ms.n_batches) {
+        /* Each costs the submitting thread microseconds
+         * (docs/ARCHITECTURE.md, "Runtime calls per submission"). */
+        ds_put_format(s, "  device runtime calls: %.1f per scan to submit, "
+                      "%.1f to check for completion (%"PRIu64" scans)\n",
+                      (double) ms.n_runtime_calls / ms.n_batches,
+                      (double) ms.n_completion_checks / ms.n_batches,
+                      ms.n_batches);
+    }
     ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
                   n_bytes * 8 / secs / 1e6);
     if (!gpu_ids_matcher_rule_counts(r->matcher, counts, n_rules + 1)) {

@@ -10,7 +10,7 @@
 #                            [--services "ids-alert ids-drop re fec index"]
 #                            [--backends "cuda cpu"] [--pmds "1 2 4"]
 #                            [--frames internet|BYTES] [--seconds S]
-#                            [--count N] [--out FILE]
+#                            [--count N] [--repeat R] [--out FILE]
 #
 # --rules: a Snort rule file (the community rules), for gpu_ids; a rule
 # for a signature planted in one packet in 100 is added to it.
@@ -55,6 +55,15 @@
 # links would.  --frames: the Internet mix (default) or frames of one
 # size (e.g. 1500).
 #
+# --repeat R: each service's rows (none, then the backends) R times over,
+# each "vs none" against the no-service run just before it: on a virtual
+# machine the no-service rate itself moves by up to 40% from one run to
+# the next, so a ratio is worth as much as its neighbours agree.
+#
+# BENCH_SAMPLES=N in the environment: after each service row's rate, N
+# stack samples of its PMD threads (scripts/pmd-stack-sample.sh: gdb or
+# cuda-gdb, for machines without perf) into OUT.samples.
+#
 # Rates: "in" is what the PMDs received, "out" what p1 sent, both per
 # second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
 # service call latency (the service's run() time per batch).  Setup as
@@ -67,6 +76,7 @@ SECONDS_PER_RUN=5
 COUNT=20000
 SERVICES="ids-alert ids-drop re fec index"
 BACKENDS="cuda cpu"
+REPEAT=1
 PMDS=1
 FRAMES=internet
 RULES=
@@ -81,6 +91,7 @@ while test $# -gt 0; do
         --pmds) PMDS=$2; shift ;;
         --frames) FRAMES=$2; shift ;;
         --seconds) SECONDS_PER_RUN=$2; shift ;;
+        --repeat) REPEAT=$2; shift ;;
         --count) COUNT=$2; shift ;;
         --out) OUTFILE=$2; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
@@ -315,7 +326,8 @@ for service in $SERVICES; do
     esac
     mean=$(mean_frame "$pcap")
     base=
-    for backend in none $BACKENDS; do
+    for backend in $(for r in $(seq 1 $REPEAT); do
+                         echo none $BACKENDS; done); do
         case $backend in
             none|cuda) device=0 ;;
             cpu) device=cpu ;;
@@ -362,6 +374,15 @@ for service in $SERVICES; do
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
+        if test -n "${BENCH_SAMPLES:-}" && test $backend != none; then
+            # Stacks of the PMD threads, after the rate was taken (each
+            # sample stops the switch for a moment).
+            {
+                echo "=== $service $backend, $N_PORTS PMDs: PMD stacks"
+                bash "$(dirname "$0")/pmd-stack-sample.sh" \
+                    "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_SAMPLES"
+            } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.samples}"
+        fi
         if test -n "$OUTFILE"; then
             {
                 echo "=== $service $backend, $N_PORTS PMDs: $a"

@@ -270,12 +270,15 @@ add_packet(struct traffic *tr, size_t len, uint8_t proto, uint16_t sport,
 }
 
 /* The device's view of a batch that outlives launches: the (packet,
- * pattern) set and its tag, and the per-rule counters. */
+ * pattern) set and its tag, the per-rule counters, and the per-packet
+ * atomics, which no host call resets (the scan kernel does). */
 struct device {
     std::vector<unsigned long long> seen;
     uint32_t seen_log2;
     uint32_t seen_tag;
     std::vector<unsigned long long> rule_counts;
+    std::vector<unsigned long long> keys;
+    std::vector<uint32_t> counts;
 };
 
 /* One launch, as ids-cuda.cu's launch() queues it.  Returns the hit
@@ -293,9 +296,17 @@ run_batch(const struct gpu_ids_ruleset *rs, const struct traffic *tr,
     uint8_t *data = (uint8_t *) words.data();
     std::vector<struct hit> hits(cap);
     std::vector<struct item> items(cap);
-    std::vector<unsigned long long> keys(n, ~0ull);
-    std::vector<uint32_t> counts(n, 0);
+    /* What an earlier launch (or cudaMalloc()) left: the scan kernel
+     * must reset it. */
+    std::vector<unsigned long long> &keys = dev->keys;
+    std::vector<uint32_t> &counts = dev->counts;
     uint32_t ctr[2] = { 0, 0 };
+    uint32_t ctr_out[2] = { 0xdeadbeef, 0xdeadbeef };
+
+    if (keys.size() < n) {
+        keys.resize(n, 0x5a5a5a5a5a5a5a5aull);
+        counts.resize(n, 0x5a5a5a5a);
+    }
 
     memcpy(data, tr->data.data(), n_bytes);
     if (seen_next_tag(&dev->seen_tag)) {
@@ -314,6 +325,8 @@ run_batch(const struct gpu_ids_ruleset *rs, const struct traffic *tr,
     a.hits = hits.data();
     a.hit_count = &ctr[0];
     a.hit_cap = cap;
+    a.keys = keys.data();
+    a.counts = counts.data();
 
     struct check_args ca;
     ca.data = data;
@@ -332,24 +345,33 @@ run_batch(const struct gpu_ids_ruleset *rs, const struct traffic *tr,
     ca.counts = counts.data();
     ca.rule_counts = dev->rule_counts.data();
 
+    /* As launch() does, also without payload: the scan resets the
+     * per-packet atomics, striding over them (with remapping, one thread
+     * per chunk may be fewer threads than packets). */
+    if (remap) {
+        uint32_t items = (n_bytes + chunk - 1) / chunk;
+
+        launch(items ? items : 1, 1, 1, [&] {
+            scan_kernel<true>(t->trans, t->class_map, a);
+        });
+    } else {
+        launch(n, 1, 1, [&] {
+            scan_kernel<false>(t->trans, t->class_map, a);
+        });
+    }
     if (n_bytes) {
-        if (remap) {
-            launch((n_bytes + chunk - 1) / chunk, 1, 1, [&] {
-                scan_kernel<true>(t->trans, t->class_map, a);
-            });
-        } else {
-            launch(n, 1, 1, [&] {
-                scan_kernel<false>(t->trans, t->class_map, a);
-            });
-        }
         /* Odd grids: the kernels stride over the lists. */
         launch(3, 64, 1, [&] { confirm_kernel(*t, ca); });
         launch(5, 64, WARP, [&] { rules_kernel(*t, ca); });
     }
     v->resize(n);
     launch((n + 63) / 64, 64, 1, [&] {
-        verdict_kernel(keys.data(), counts.data(), n, v->data());
+        verdict_kernel(keys.data(), counts.data(), n, v->data(), ctr,
+                       ctr_out, 2);
     });
+    CHECK(ctr_out[0] == ctr[0] && ctr_out[1] == ctr[1], "verdict_kernel "
+          "copied counters %u %u, not %u %u", ctr_out[0], ctr_out[1],
+          ctr[0], ctr[1]);
     CHECK(ctr[0] <= cap && ctr[1] <= cap, "lists overflowed: %u hits, %u "
           "items, capacity %u", ctr[0], ctr[1], cap);
     return ctr[0];

@@ -225,6 +225,94 @@ pkts_add(struct pkts *p, size_t len, uint8_t proto, uint16_t sport,
     return d;
 }
 
+static void
+check_verdicts(const struct pkts *p, const struct gpu_ids_verdict *v,
+               const struct gpu_ids_verdict *expect, uint64_t seed,
+               enum gpu_ids_backend backend, int remap, const char *how)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        if (v[i].sid != expect[i].sid || v[i].rule != expect[i].rule
+            || v[i].n_matches != expect[i].n_matches) {
+            fail_msg("seed 0x%016" PRIx64 " backend %s remap %d (%s) "
+                     "packet %zu (len %u): got sid %u rule %u n %u, "
+                     "expected sid %u rule %u n %u", seed,
+                     gpu_ids_backend_name(backend), remap, how, i,
+                     p->offsets[i + 1] - p->offsets[i], v[i].sid,
+                     v[i].rule, v[i].n_matches, expect[i].sid,
+                     expect[i].rule, expect[i].n_matches);
+        }
+    }
+}
+
+/* Runs 'p' through a batch of 'm' four times, with each mix of the
+ * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
+ * input and the verdicts: on CUDA each mix takes its own copies. */
+static void
+check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
+                  const struct gpu_ids_verdict *expect, uint64_t seed,
+                  enum gpu_ids_backend backend, int remap)
+{
+    size_t n_bytes = p->offsets[p->n] - p->offsets[0];
+    struct gpu_ids_verdict *v = gpu_host_alloc((p->n + 1) * sizeof *v);
+    struct gpu_ids_batch_buffers own;
+    struct gpu_ids_batch *batch;
+
+    if (!p->n) {
+        gpu_host_free(v);
+        return;
+    }
+    assert_int_equal(gpu_ids_batch_create(m, p->n, n_bytes, &batch),
+                     GPU_OK);
+    assert_int_equal(gpu_ids_batch_buffers(batch, &own), GPU_OK);
+    memcpy(own.data, p->data + p->offsets[0], n_bytes);
+    for (size_t i = 0; i <= p->n; i++) {
+        own.offsets[i] = p->offsets[i] - p->offsets[0];
+    }
+    memcpy(own.hdrs, p->hdrs, p->n * sizeof *own.hdrs);
+    for (int mix = 0; mix < 4; mix++) {
+        bool own_in = !(mix & 2), own_out = !(mix & 1);
+        struct gpu_ids_verdict *out = own_out ? own.verdicts : v;
+        struct gpu_ids_matcher_stats before, after;
+        char how[64];
+
+        memset(out, 0xa5, p->n * sizeof *out);
+        gpu_ids_matcher_get_stats(m, &before);
+        assert_int_equal(gpu_ids_submit(batch, NULL,
+                                        own_in ? own.data : p->data,
+                                        own_in ? own.offsets : p->offsets,
+                                        own_in ? own.hdrs : p->hdrs, p->n,
+                                        out), GPU_OK);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        gpu_ids_matcher_get_stats(m, &after);
+        snprintf(how, sizeof how, "%s input, %s verdicts",
+                 own_in ? "own" : "caller's", own_out ? "own" : "caller's");
+        check_verdicts(p, out, expect, seed, backend, remap, how);
+        if (backend == GPU_IDS_BACKEND_CUDA) {
+            /* Copies in (1 or 3, then a memset for the counters), the
+             * scan (and with payload, confirm and rules), verdict_kernel,
+             * copies out (1 or 2) and the event; then the wait's sync.
+             * A clear of the (packet, pattern) set is one more: the
+             * first submission's, and one whenever the hit lists grow
+             * with the hits seen (n_set_clears counts them). */
+            uint64_t calls = after.n_runtime_calls - before.n_runtime_calls;
+            uint64_t expect_calls = ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
+                                     + (own_out ? 1 : 2) + 1
+                                     + (after.n_set_clears
+                                        - before.n_set_clears));
+            uint64_t checks = (after.n_completion_checks
+                               - before.n_completion_checks);
+
+            if (calls != expect_calls || checks != 1) {
+                fail_msg("%s: %" PRIu64 " runtime calls and %" PRIu64
+                         " completion checks, expected %" PRIu64 " and 1",
+                         how, calls, checks, expect_calls);
+            }
+        }
+    }
+    gpu_ids_batch_destroy(batch);
+    gpu_host_free(v);
+}
+
 /* Runs the batch on every backend and checks it against 'expect'. */
 static void
 check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
@@ -248,19 +336,9 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
             memset(v, 0xa5, (p->n + 1) * sizeof *v);
             assert_int_equal(gpu_ids_match(m, p->data, p->offsets, p->hdrs,
                                            p->n, v), GPU_OK);
-            for (size_t i = 0; i < p->n; i++) {
-                if (v[i].sid != expect[i].sid
-                    || v[i].rule != expect[i].rule
-                    || v[i].n_matches != expect[i].n_matches) {
-                    fail_msg("seed 0x%016" PRIx64 " backend %s remap %d "
-                             "packet %zu (len %u): got sid %u rule %u n %u, "
-                             "expected sid %u rule %u n %u", seed,
-                             gpu_ids_backend_name(backends[b]), remap, i,
-                             p->offsets[i + 1] - p->offsets[i], v[i].sid,
-                             v[i].rule, v[i].n_matches, expect[i].sid,
-                             expect[i].rule, expect[i].n_matches);
-                }
-            }
+            check_verdicts(p, v, expect, seed, backends[b], remap,
+                           "gpu_ids_match");
+            check_own_buffers(m, p, expect, seed, backends[b], remap);
             gpu_ids_matcher_destroy(m);
         }
     }
@@ -1239,6 +1317,44 @@ test_batches(void **state)
         assert_int_equal(v[0].sid, 3);
         assert_int_equal(v[0].n_matches, 1);
         assert_int_equal(v[1].n_matches, 0);
+
+        /* The batch's own buffers, three packets in a batch for 65536:
+         * on CUDA, copying the offsets' and headers' unused tails (768
+         * kB) would cost more than it saves, so the input takes its
+         * three copies and a memset; the verdicts still come back in
+         * one copy. */
+        struct gpu_ids_batch *big;
+        struct gpu_ids_batch_buffers own;
+        struct gpu_ids_matcher_stats before, after;
+        assert_int_equal(gpu_ids_batch_create(m, 65536, 100, &big), GPU_OK);
+        assert_int_equal(gpu_ids_batch_buffers(big, &own), GPU_OK);
+        memcpy(own.data, p.data, p.offsets[3]);
+        memcpy(own.offsets, p.offsets, 4 * sizeof *own.offsets);
+        memcpy(own.hdrs, p.hdrs, 3 * sizeof *own.hdrs);
+        for (int round = 0; round < 2; round++) {
+            memset(own.verdicts, 0xa5, 3 * sizeof *own.verdicts);
+            gpu_ids_matcher_get_stats(m, &before);
+            assert_int_equal(gpu_ids_submit(big, stream, own.data,
+                                            own.offsets, own.hdrs, 3,
+                                            own.verdicts), GPU_OK);
+            assert_int_equal(gpu_ids_wait(big), GPU_OK);
+            gpu_ids_matcher_get_stats(m, &after);
+            assert_int_equal(own.verdicts[0].sid, 3);
+            assert_int_equal(own.verdicts[0].n_matches, 2);
+            assert_int_equal(own.verdicts[1].sid, 3);
+            assert_int_equal(own.verdicts[1].n_matches, 1);
+            assert_int_equal(own.verdicts[2].n_matches, 0);
+            assert_int_equal(own.verdicts[2].rule, GPU_IDS_NO_RULE);
+            if (backends[b] == GPU_IDS_BACKEND_CUDA && round) {
+                /* 3 copies + memset, 4 kernels, 1 copy out, event, and
+                 * a clear of the set if its hit lists grew. */
+                assert_int_equal(after.n_runtime_calls
+                                 - before.n_runtime_calls,
+                                 10 + (after.n_set_clears
+                                       - before.n_set_clears));
+            }
+        }
+        gpu_ids_batch_destroy(big);
 
         gpu_stream_destroy(stream);
         gpu_ids_batch_destroy(batch);

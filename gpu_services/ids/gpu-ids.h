@@ -289,6 +289,24 @@ int gpu_ids_batch_create(struct gpu_ids_matcher *, size_t max_packets,
                          size_t max_bytes, struct gpu_ids_batch **);
 void gpu_ids_batch_destroy(struct gpu_ids_batch *);
 
+/* Host buffers that 'b' owns, for a submission of up to its 'max_packets'
+ * packets and 'max_bytes' bytes, allocated at the first call (pinned on
+ * the CUDA backend) and freed with the batch.  A submission whose data,
+ * offsets, hdrs and verdicts are these (with offsets[0] == 0) is moved to
+ * the device in one copy (unless it uses a small part of a batch sized
+ * for many more packets) and its verdicts back in one, where buffers of
+ * the caller's take three copies in and two out: each copy costs the
+ * submitting thread microseconds (docs/ARCHITECTURE.md, "Runtime calls
+ * per submission").  Returns GPU_OK or GPU_ERR_NOMEM. */
+struct gpu_ids_batch_buffers {
+    uint8_t *data;                      /* 'max_bytes'. */
+    uint32_t *offsets;                  /* 'max_packets' + 1. */
+    struct gpu_ids_pkt_hdr *hdrs;       /* 'max_packets'. */
+    struct gpu_ids_verdict *verdicts;   /* 'max_packets'. */
+};
+int gpu_ids_batch_buffers(struct gpu_ids_batch *,
+                          struct gpu_ids_batch_buffers *);
+
 /* Submits 'n_packets' packets.  Their payloads are packed back to back in
  * 'data': packet i is data[offsets[i] .. offsets[i + 1]), so 'offsets'
  * has n_packets + 1 non-decreasing entries and offsets[n_packets] bytes
@@ -346,6 +364,18 @@ struct gpu_ids_matcher_stats {
                                      * kernels (confirm the hits, dedupe,
                                      * headers); the rest is the rules'
                                      * contents. */
+    uint64_t n_runtime_calls;       /* CUDA runtime calls that queued
+                                     * the n_batches submissions' work
+                                     * (copies, memsets, launches, event
+                                     * records); 0 on the CPU. */
+    uint64_t n_completion_checks;   /* CUDA event queries and syncs of
+                                     * gpu_ids_poll() and gpu_ids_wait()
+                                     * for them. */
+    uint64_t n_set_clears;          /* Of n_runtime_calls, clears of the
+                                     * device's (packet, pattern) set: at
+                                     * a batch's first submission, when
+                                     * its hit lists grow and once in
+                                     * 65,535 submissions. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

@@ -5,8 +5,8 @@
  * in ids-kernels.cuh, which says what each does):
  *
  *   1. copy the packed payloads, offsets and headers in;
- *   2. scan: walk the DFA and append every flagged position to a hit
- *      list;
+ *   2. scan: reset the per-packet atomics, walk the DFA and append every
+ *      flagged position to a hit list;
  *   3. check, in two kernels: confirm (one thread per hit: the anchor
  *      pattern, a (packet, pattern) claim so that a rule is checked once
  *      per packet, the rule headers; out comes a list of (packet, rule)
@@ -14,6 +14,17 @@
  *      32 starts at a time); matches go to per-packet atomics (lowest
  *      verdict key, count) and per-rule counters;
  *   4. write the verdicts and copy them out.
+ *
+ * Each runtime call costs the submitting thread (a PMD thread, in the
+ * switch) microseconds, so a submission makes as few as it can: the
+ * buffers the host copies to or from are laid out in one device
+ * allocation that the batch's own host buffers (gpu_ids_batch_buffers())
+ * mirror, so that one copy moves counters, offsets, headers and payloads
+ * in and one moves counters and verdicts out; the scan kernel resets the
+ * per-packet atomics, and the copy in zeroes the list counters.  Against
+ * the caller's buffers it takes three copies in, a memset and two copies
+ * out.  docs/ARCHITECTURE.md, "Runtime calls per submission", counts
+ * them.
  *
  * The scan has two mappings (docs/IDS-NOTES.md):
  *
@@ -109,6 +120,32 @@ enum {
     N_CTR
 };
 
+/* Room for the N_CTR counters, which keeps the verdicts after them
+ * aligned. */
+#define CTR_BYTES 16
+static_assert(N_CTR * sizeof(uint32_t) <= CTR_BYTES, "counters fit");
+static_assert(CTR_BYTES % alignof(struct gpu_ids_verdict) == 0,
+              "verdicts stay aligned after the counters");
+
+/* Byte offsets, in one device allocation and in the host block of
+ * gpu_ids_batch_buffers() alike, of what the host copies out (the
+ * counters, as verdict_kernel leaves them, then the verdicts) and in (the
+ * counters the kernels count in, zero on the host, then the offsets, the
+ * headers and the payloads), so that one copy moves each way.  The copy
+ * in also moves the unused tails of the offsets and headers (12 bytes a
+ * packet below 'max_packets': 48 kB at most for the switch's gathers of
+ * 4096) and what aligns the parts (under 256 bytes each). */
+struct io_layout {
+    size_t ctr_out;             /* 0. */
+    size_t verdicts;            /* max_packets. */
+    size_t ctr;                 /* CTR_BYTES. */
+    size_t offsets;             /* max_packets + 1. */
+    size_t hdrs;                /* max_packets. */
+    size_t data;                /* max_bytes rounded up to 8, plus 8: the
+                                 * scan reads whole aligned words. */
+    size_t size;
+};
+
 struct cuda_matcher {
     int device;
     void *dmem;                 /* All tables, one allocation. */
@@ -117,19 +154,33 @@ struct cuda_matcher {
 };
 
 struct cuda_batch {
+    struct io_layout io;
+    char *d_io;                 /* 'io.size' bytes, laid out as 'io'... */
+    char *h_io;                 /* ...and, pinned, gpu_ids_batch_buffers(). */
+    /* Into 'd_io': */
     uint8_t *d_data;
     uint32_t *d_offsets;
     struct gpu_ids_pkt_hdr *d_hdrs;
+    struct gpu_ids_verdict *d_verdicts;
+    uint32_t *d_ctr;            /* N_CTR counters the kernels count in... */
+    uint32_t *d_ctr_out;        /* ...and verdict_kernel's copy. */
+
     unsigned long long *d_keys;
     uint32_t *d_counts;
-    struct gpu_ids_verdict *d_verdicts;
     struct hit *d_hits;
     struct item *d_items;
-    uint32_t *d_ctr;            /* N_CTR counters. */
     unsigned long long *d_seen;     /* (packet, pattern) set. */
     uint32_t seen_log2;
     uint32_t seen_tag;          /* Of the last launch; 0: clear first. */
-    uint32_t *h_ctr;            /* Pinned copy of 'd_ctr'. */
+    uint32_t *h_ctr;            /* Pinned, for 'd_ctr_out'... */
+    /* ...where the submission in flight copies it: 'h_ctr' or into
+     * 'h_io'. */
+    const uint32_t *launch_ctr;
+    /* Runtime calls that queued the submission in flight, and event
+     * queries and syncs for it, added to the matcher's n_runtime_calls
+     * and n_completion_checks when it finishes. */
+    uint64_t n_calls;
+    uint64_t n_checks;
     size_t hit_cap;             /* Capacity of 'd_hits' and 'd_items'. */
     /* The hit and work lists and (packet, pattern) set used by the batch
      * in flight, sized by its bytes: a small batch in big buffers uses
@@ -270,15 +321,11 @@ cuda_uninit(struct gpu_ids_matcher *m)
 static void
 batch_free(struct cuda_batch *c)
 {
-    cudaFree(c->d_data);
-    cudaFree(c->d_offsets);
-    cudaFree(c->d_hdrs);
+    cudaFree(c->d_io);
     cudaFree(c->d_keys);
     cudaFree(c->d_counts);
-    cudaFree(c->d_verdicts);
     cudaFree(c->d_hits);
     cudaFree(c->d_items);
-    cudaFree(c->d_ctr);
     cudaFree(c->d_seen);
     if (c->h_ctr) {
         cudaFreeHost(c->h_ctr);
@@ -341,18 +388,23 @@ cuda_batch_init(struct gpu_ids_batch *b)
         return GPU_ERR_NOMEM;
     }
     cudaSetDevice(cm(b->m)->device);
-    /* Payload rounded up to 8 bytes plus 8: the scan reads whole
-     * aligned words. */
-    error = CK(cudaMalloc((void **) &c->d_data,
-                          ((b->max_bytes + 7) & ~(size_t) 7) + 8));
+
+    struct io_layout *L = &c->io;
+    L->ctr_out = 0;
+    L->verdicts = CTR_BYTES;
+    L->ctr = align256(L->verdicts + np * sizeof *c->d_verdicts);
+    L->offsets = L->ctr + CTR_BYTES;
+    L->hdrs = align256(L->offsets + (np + 1) * sizeof *c->d_offsets);
+    L->data = align256(L->hdrs + np * sizeof *c->d_hdrs);
+    L->size = L->data + ((b->max_bytes + 7) & ~(size_t) 7) + 8;
+    error = CK(cudaMalloc((void **) &c->d_io, L->size));
     if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_offsets,
-                              (np + 1) * sizeof *c->d_offsets));
-    }
-    if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_hdrs, np * sizeof *c->d_hdrs));
-    }
-    if (!error) {
+        c->d_ctr_out = (uint32_t *) (c->d_io + L->ctr_out);
+        c->d_verdicts = (struct gpu_ids_verdict *) (c->d_io + L->verdicts);
+        c->d_ctr = (uint32_t *) (c->d_io + L->ctr);
+        c->d_offsets = (uint32_t *) (c->d_io + L->offsets);
+        c->d_hdrs = (struct gpu_ids_pkt_hdr *) (c->d_io + L->hdrs);
+        c->d_data = (uint8_t *) (c->d_io + L->data);
         error = CK(cudaMalloc((void **) &c->d_keys, np * sizeof *c->d_keys));
     }
     if (!error) {
@@ -360,16 +412,9 @@ cuda_batch_init(struct gpu_ids_batch *b)
                               np * sizeof *c->d_counts));
     }
     if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_verdicts,
-                              np * sizeof *c->d_verdicts));
-    }
-    if (!error) {
         size_t hit_cap = b->max_bytes / HITS_PER_BYTE_DIV;
 
         error = grow_hits(c, hit_cap < MIN_HITS ? MIN_HITS : hit_cap);
-    }
-    if (!error) {
-        error = CK(cudaMalloc((void **) &c->d_ctr, N_CTR * sizeof *c->d_ctr));
     }
     if (!error) {
         error = CK(cudaMallocHost((void **) &c->h_ctr,
@@ -397,11 +442,73 @@ cuda_batch_uninit(struct gpu_ids_batch *b)
     batch_free(cb(b));
 }
 
+/* gpu_ids_batch_buffers(): a pinned block laid out as the device's
+ * 'd_io'. */
+static int
+cuda_buffers_alloc(struct gpu_ids_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+    const struct io_layout *L = &c->io;
+
+    cudaSetDevice(cm(b->m)->device);
+    if (cudaMallocHost((void **) &c->h_io, L->size) != cudaSuccess) {
+        cudaGetLastError();
+        c->h_io = NULL;
+        return GPU_ERR_NOMEM;
+    }
+    /* Once, all but the payloads (which a copy in moves only as far as
+     * the caller wrote them): the counters in stay zero (the host never
+     * writes them), and the unused tails the copy moves are defined. */
+    memset(c->h_io, 0, L->data);
+    b->bufs.data = (uint8_t *) (c->h_io + L->data);
+    b->bufs.offsets = (uint32_t *) (c->h_io + L->offsets);
+    b->bufs.hdrs = (struct gpu_ids_pkt_hdr *) (c->h_io + L->hdrs);
+    b->bufs.verdicts = (struct gpu_ids_verdict *) (c->h_io + L->verdicts);
+    return GPU_OK;
+}
+
+static void
+cuda_buffers_free(struct gpu_ids_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+
+    cudaSetDevice(cm(b->m)->device);
+    cudaFreeHost(c->h_io);
+    c->h_io = NULL;
+}
+
 /* Records profiling event 'i' if profiling. */
 static int
 prof_mark(struct cuda_batch *c, int i, cudaStream_t s)
 {
-    return c->prof[i] ? CK(cudaEventRecord(c->prof[i], s)) : GPU_OK;
+    if (!c->prof[i]) {
+        return GPU_OK;
+    }
+    c->n_calls++;
+    return CK(cudaEventRecord(c->prof[i], s));
+}
+
+/* Below this many bytes, or the submission's own, the unused tails of
+ * the offsets and headers that one copy in moves cost the device less
+ * than the three copies they save cost the thread (~1 us of PCIe against
+ * ~7 us). */
+#define MAX_COPY_SLACK (64u << 10)
+
+/* True if the submission's input is the batch's own buffers
+ * (gpu_ids_batch_buffers()), from their start, and the batch is not so
+ * much bigger than the submission that copying the region would move
+ * mostly unused bytes: one copy moves it. */
+static bool
+input_is_own(const struct gpu_ids_batch *b, const struct io_layout *L)
+{
+    size_t used = ((b->n_packets + 1) * sizeof *b->offsets
+                   + b->n_packets * sizeof *b->hdrs + b->n_bytes);
+    size_t slack = L->data - L->ctr + b->n_bytes - used;
+
+    return (b->bufs.data && b->data == b->bufs.data
+            && b->offsets == b->bufs.offsets && b->offsets[0] == 0
+            && b->hdrs == b->bufs.hdrs
+            && (slack <= MAX_COPY_SLACK || slack <= used));
 }
 
 static int
@@ -409,30 +516,37 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
 {
     struct cuda_matcher *m = cm(b->m);
     struct cuda_batch *c = cb(b);
+    const struct io_layout *L = &c->io;
     uint32_t n = b->n_packets;
     int error = GPU_OK;
 
-    if (!again) {
-        error = CK(cudaMemcpyAsync(c->d_data, b->data, b->n_bytes,
+    if (!again && input_is_own(b, L)) {
+        /* Zero counters, offsets, headers and payloads, in one copy. */
+        c->n_calls++;
+        error = CK(cudaMemcpyAsync(c->d_io + L->ctr, c->h_io + L->ctr,
+                                   L->data - L->ctr + b->n_bytes,
                                    cudaMemcpyHostToDevice, s));
-        if (!error) {
-            error = CK(cudaMemcpyAsync(c->d_offsets, b->offsets,
-                                       (n + 1) * sizeof *b->offsets,
+    } else {
+        if (!again) {
+            c->n_calls += 3;
+            error = CK(cudaMemcpyAsync(c->d_data, b->data, b->n_bytes,
                                        cudaMemcpyHostToDevice, s));
+            if (!error) {
+                error = CK(cudaMemcpyAsync(c->d_offsets, b->offsets,
+                                           (n + 1) * sizeof *b->offsets,
+                                           cudaMemcpyHostToDevice, s));
+            }
+            if (!error) {
+                error = CK(cudaMemcpyAsync(c->d_hdrs, b->hdrs,
+                                           n * sizeof *b->hdrs,
+                                           cudaMemcpyHostToDevice, s));
+            }
         }
         if (!error) {
-            error = CK(cudaMemcpyAsync(c->d_hdrs, b->hdrs,
-                                       n * sizeof *b->hdrs,
-                                       cudaMemcpyHostToDevice, s));
+            c->n_calls++;
+            error = CK(cudaMemsetAsync(c->d_ctr, 0, N_CTR * sizeof *c->d_ctr,
+                                       s));
         }
-    }
-    if (!error) {
-        error = CK(cudaMemsetAsync(c->d_ctr, 0, N_CTR * sizeof *c->d_ctr,
-                                   s));
-    }
-    if (!error) {
-        error = CK(cudaMemsetAsync(c->d_keys, 0xff, n * sizeof *c->d_keys,
-                                   s));
     }
     size_t cap = b->n_bytes / HITS_PER_BYTE_DIV;
     size_t recent = (uint64_t) b->n_bytes * c->hits_per_kb * 3 / 2048;
@@ -451,16 +565,14 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     }
     if (!error && seen_next_tag(&c->seen_tag)) {
         /* The whole set, whatever part of it this launch uses: later
-         * launches may use more. */
+         * launches may use more.  Once in SEEN_TAG_MAX launches. */
+        c->n_calls++;
+        __atomic_fetch_add(&b->m->n_set_clears, 1, __ATOMIC_RELAXED);
         error = CK(cudaMemsetAsync(c->d_seen, 0,
                                    sizeof *c->d_seen << c->seen_log2, s));
         if (error) {
             c->seen_tag = 0;    /* Clear at the next launch. */
         }
-    }
-    if (!error) {
-        error = CK(cudaMemsetAsync(c->d_counts, 0, n * sizeof *c->d_counts,
-                                   s));
     }
     if (error) {
         return error;
@@ -480,6 +592,8 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     a.hits = c->d_hits;
     a.hit_count = &c->d_ctr[CTR_HITS];
     a.hit_cap = c->launch_cap;
+    a.keys = c->d_keys;
+    a.counts = c->d_counts;
 
     struct check_args ca;
     ca.data = c->d_data;
@@ -507,11 +621,15 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     }
 
     error = prof_mark(c, PROF_SCAN, s);
-    if (!error && b->n_bytes) {
+    if (!error) {
+        /* Also without payload (n > 0 here): it resets the per-packet
+         * atomics that verdict_kernel reads. */
+        c->n_calls++;
         if (b->m->cfg.remap) {
             uint32_t items = (b->n_bytes + a.chunk - 1) / a.chunk;
+            uint32_t blocks = (items + THREADS - 1) / THREADS;
 
-            scan_kernel<true><<<(items + THREADS - 1) / THREADS, THREADS, 0,
+            scan_kernel<true><<<blocks ? blocks : 1, THREADS, 0,
                                 s>>>(m->dview.trans, m->dview.class_map, a);
         } else {
             scan_kernel<false><<<(n + THREADS - 1) / THREADS, THREADS, 0,
@@ -524,6 +642,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         error = prof_mark(c, PROF_CONFIRM, s);
     }
     if (!error && b->n_bytes) {
+        c->n_calls++;
         confirm_kernel<<<check_blocks, THREADS, 0, s>>>(m->dview, ca);
         error = CK(cudaGetLastError());
     }
@@ -531,6 +650,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         error = prof_mark(c, PROF_RULES, s);
     }
     if (!error && b->n_bytes) {
+        c->n_calls++;
         rules_kernel<<<check_blocks, THREADS, 0, s>>>(m->dview, ca);
         error = CK(cudaGetLastError());
     }
@@ -538,21 +658,36 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
         error = prof_mark(c, PROF_END, s);
     }
     if (!error) {
+        c->n_calls++;
         verdict_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
-            c->d_keys, c->d_counts, n, c->d_verdicts);
+            c->d_keys, c->d_counts, n, c->d_verdicts, c->d_ctr,
+            c->d_ctr_out, N_CTR);
         error = CK(cudaGetLastError());
     }
-    if (!error && !again) {
+    if (!error && !again && b->bufs.data
+        && b->verdicts == b->bufs.verdicts) {
+        /* Counters and verdicts, adjacent on both sides: one copy. */
+        c->n_calls++;
+        c->launch_ctr = (const uint32_t *) (c->h_io + L->ctr_out);
+        error = CK(cudaMemcpyAsync(c->h_io + L->ctr_out,
+                                   c->d_io + L->ctr_out,
+                                   L->verdicts + n * sizeof *b->verdicts
+                                   - L->ctr_out,
+                                   cudaMemcpyDeviceToHost, s));
+    } else if (!error && !again) {
+        c->n_calls += 2;
+        c->launch_ctr = c->h_ctr;
         error = CK(cudaMemcpyAsync(b->verdicts, c->d_verdicts,
                                    n * sizeof *b->verdicts,
                                    cudaMemcpyDeviceToHost, s));
         if (!error) {
-            error = CK(cudaMemcpyAsync(c->h_ctr, c->d_ctr,
+            error = CK(cudaMemcpyAsync(c->h_ctr, c->d_ctr_out,
                                        N_CTR * sizeof *c->h_ctr,
                                        cudaMemcpyDeviceToHost, s));
         }
     }
     if (!error) {
+        c->n_calls++;
         error = CK(cudaEventRecord(c->done, s));
     }
     return error;
@@ -575,6 +710,7 @@ cuda_submit(struct gpu_ids_batch *b, struct gpu_stream *gs, bool again)
         }
         /* The CPU answers for this batch when it is waited for; wait for
          * whatever was queued before the failure first. */
+        c->n_calls++;
         cudaStreamSynchronize(s);
         cudaGetLastError();
         c->fallback = true;
@@ -597,8 +733,14 @@ static int
 finish(struct gpu_ids_batch *b, int error)
 {
     struct cuda_batch *c = cb(b);
+    const uint32_t *ctr = c->launch_ctr;
     uint64_t n_matched = 0;
 
+    __atomic_fetch_add(&b->m->n_runtime_calls, c->n_calls, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->m->n_completion_checks, c->n_checks,
+                       __ATOMIC_RELAXED);
+    c->n_calls = 0;
+    c->n_checks = 0;
     if (!error && !c->fallback && c->prof[0]) {
         float scan_ms = prof_ms(c, PROF_SCAN, PROF_CONFIRM);
         float confirm_ms = prof_ms(c, PROF_CONFIRM, PROF_RULES);
@@ -623,8 +765,8 @@ finish(struct gpu_ids_batch *b, int error)
         return error;
     }
     if (!error && !c->fallback) {
-        uint32_t found = c->h_ctr[CTR_HITS] > c->h_ctr[CTR_ITEMS]
-                         ? c->h_ctr[CTR_HITS] : c->h_ctr[CTR_ITEMS];
+        uint32_t found = ctr[CTR_HITS] > ctr[CTR_ITEMS]
+                         ? ctr[CTR_HITS] : ctr[CTR_ITEMS];
         uint64_t per_kb = ((uint64_t) found * 1024 + b->n_bytes)
                           / (b->n_bytes + 1);
         uint32_t decayed = c->hits_per_kb - c->hits_per_kb / 8;
@@ -632,8 +774,8 @@ finish(struct gpu_ids_batch *b, int error)
         c->hits_per_kb = per_kb > decayed
                          ? (per_kb > UINT32_MAX ? UINT32_MAX : per_kb)
                          : decayed;
-        if (c->h_ctr[CTR_HITS] > c->launch_cap
-            || c->h_ctr[CTR_ITEMS] > c->launch_cap) {
+        if (ctr[CTR_HITS] > c->launch_cap
+            || ctr[CTR_ITEMS] > c->launch_cap) {
             c->fallback = true;
         }
     }
@@ -644,7 +786,7 @@ finish(struct gpu_ids_batch *b, int error)
     for (size_t i = 0; i < b->n_packets; i++) {
         n_matched += b->verdicts[i].n_matches != 0;
     }
-    gpu_ids_count_batch(b, n_matched, c->h_ctr[CTR_HITS]);
+    gpu_ids_count_batch(b, n_matched, ctr[CTR_HITS]);
     return GPU_OK;
 }
 
@@ -657,6 +799,7 @@ cuda_poll(struct gpu_ids_batch *b)
     if (c->fallback) {
         return finish(b, GPU_OK);
     }
+    c->n_checks++;
     e = cudaEventQuery(c->done);
     if (e == cudaErrorNotReady) {
         return GPU_ERR_BUSY;
@@ -672,6 +815,7 @@ cuda_wait(struct gpu_ids_batch *b)
     if (c->fallback) {
         return finish(b, GPU_OK);
     }
+    c->n_checks++;
     return finish(b, CK(cudaEventSynchronize(c->done)));
 }
 
@@ -715,5 +859,7 @@ const struct gpu_ids_provider gpu_ids_cuda_provider = {
     cuda_poll,
     cuda_wait,
     cuda_rule_counts,
+    cuda_buffers_alloc,
+    cuda_buffers_free,
 };
 }

@@ -18,7 +18,8 @@
  *
  * One batch runs four kernels on one stream:
  *
- *   scan     walks the DFA over the payload and appends every flagged
+ *   scan     resets the per-packet verdict atomics of the batch, walks
+ *            the DFA over the payload and appends every flagged
  *            position (a state that ends an anchor pattern) to the hit
  *            list;
  *   confirm  one thread per hit: confirms each anchor pattern ending
@@ -29,7 +30,15 @@
  *   rules    one warp per work item: the rule's contents, the 32 lanes
  *            searching 32 starts at a time; a match goes to per-packet
  *            atomics (lowest verdict key, count) and per-rule counters;
- *   verdict  one thread per packet writes its verdict.
+ *   verdict  one thread per packet writes its verdict; the first also
+ *            copies the list counters next to the verdicts, so that
+ *            one copy brings both back.
+ *
+ * The host queues no memset for a launch's per-packet atomics (keys,
+ * counts): the scan kernel resets them, and only rules_kernel and
+ * verdict_kernel, after it in the stream, use them.  The list counters
+ * must be zero before the scan (which appends to the hit list at once);
+ * the host zeroes them with the copy in or a memset (ids-cuda.cu).
  *
  * The split of the check in two is what makes it cheap (docs/IDS-NOTES.md,
  * "The check step"): done whole by one thread per hit, the contents search
@@ -147,6 +156,10 @@ struct scan_args {
     struct hit *hits;
     uint32_t *hit_count;
     uint32_t hit_cap;
+    /* Per packet, reset here for rules_kernel: lowest verdict key (all
+     * ones: none) and matching rules (0). */
+    unsigned long long *keys;
+    uint32_t *counts;
 };
 
 __device__ __forceinline__ void
@@ -176,6 +189,12 @@ scan_kernel(const uint32_t *__restrict__ trans,
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     uint32_t cs, ce, start, p, pstart, pend;
 
+    /* Grid-stride: the grid may have fewer threads than packets (many
+     * short packets, few chunks).  Before any early return. */
+    for (uint32_t i = tid; i < a.n_packets; i += gridDim.x * blockDim.x) {
+        a.keys[i] = ~0ull;
+        a.counts[i] = 0;
+    }
     for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
         cmap[i] = class_map[i];
     }
@@ -408,12 +427,18 @@ rules_kernel(struct gpu_ids_tables t, struct check_args a)
 
 /* ---- Verdicts. ---- */
 
+/* 'ctr_out' gets the 'n_ctr' list counters 'ctr': every kernel that
+ * appends to the lists ran before this one. */
 __global__ void
 verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
-               uint32_t n, struct gpu_ids_verdict *v)
+               uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
+               uint32_t *ctr_out, uint32_t n_ctr)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
 
+    if (i < n_ctr) {
+        ctr_out[i] = ctr[i];
+    }
     if (i < n) {
         struct gpu_ids_verdict out;
 

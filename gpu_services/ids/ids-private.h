@@ -77,6 +77,10 @@ struct gpu_ids_provider {
     int (*wait)(struct gpu_ids_batch *);
     /* Adds the backend's per-rule match counts to 'counts'. */
     int (*rule_counts)(struct gpu_ids_matcher *, uint64_t *counts);
+    /* Allocates the batch's own host buffers into its 'bufs', or frees
+     * them ('bufs.data' nonnull).  NULL: plain malloc() by ids.c. */
+    int (*buffers_alloc)(struct gpu_ids_batch *);
+    void (*buffers_free)(struct gpu_ids_batch *);
 };
 
 struct gpu_ids_matcher {
@@ -88,6 +92,7 @@ struct gpu_ids_matcher {
     /* Updated atomically: batches run on many threads. */
     uint64_t n_packets, n_bytes, n_batches, n_matched, n_hits, n_fallbacks;
     uint64_t scan_ns, check_ns, confirm_ns;
+    uint64_t n_runtime_calls, n_completion_checks, n_set_clears;
     uint64_t *rule_counts;      /* CPU matches (and CUDA fallbacks). */
 
     /* Batches for gpu_ids_match(), reused. */
@@ -110,6 +115,9 @@ struct gpu_ids_batch {
     struct gpu_ids_verdict *verdicts;
     bool busy;                  /* Submitted, not yet waited for. */
     bool again;                 /* Current submission is a re-run. */
+
+    /* gpu_ids_batch_buffers(), once asked for (else all null). */
+    struct gpu_ids_batch_buffers bufs;
 
     /* CPU matching: pattern i was confirmed in packet stamps[i] == gen. */
     uint32_t *stamps;

@@ -446,9 +446,53 @@ gpu_ids_batch_destroy(struct gpu_ids_batch *b)
     if (b->busy) {
         b->m->prov->wait(b);
     }
+    if (b->bufs.data && b->m->prov->buffers_free) {
+        b->m->prov->buffers_free(b);
+    } else if (b->bufs.data) {
+        free(b->bufs.data);
+        free(b->bufs.offsets);
+        free(b->bufs.hdrs);
+        free(b->bufs.verdicts);
+    }
     b->m->prov->batch_uninit(b);
     free(b->stamps);
     free(b);
+}
+
+int
+gpu_ids_batch_buffers(struct gpu_ids_batch *b,
+                      struct gpu_ids_batch_buffers *bufs)
+{
+    if (!b->bufs.data) {
+        struct gpu_ids_batch_buffers *own = &b->bufs;
+
+        if (b->m->prov->buffers_alloc) {
+            int error = b->m->prov->buffers_alloc(b);
+
+            if (error) {
+                memset(own, 0, sizeof *own);
+                return error;
+            }
+        } else {
+            /* At least one byte, so that 'data' is never null. */
+            own->data = malloc(b->max_bytes + 1);
+            own->offsets = malloc((b->max_packets + 1)
+                                  * sizeof *own->offsets);
+            own->hdrs = malloc(b->max_packets * sizeof *own->hdrs);
+            own->verdicts = malloc(b->max_packets * sizeof *own->verdicts);
+            if (!own->data || !own->offsets || !own->hdrs
+                || !own->verdicts) {
+                free(own->data);
+                free(own->offsets);
+                free(own->hdrs);
+                free(own->verdicts);
+                memset(own, 0, sizeof *own);
+                return GPU_ERR_NOMEM;
+            }
+        }
+    }
+    *bufs = b->bufs;
+    return GPU_OK;
 }
 
 int
@@ -627,6 +671,11 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
     s->scan_ns = __atomic_load_n(&m->scan_ns, __ATOMIC_RELAXED);
     s->check_ns = __atomic_load_n(&m->check_ns, __ATOMIC_RELAXED);
     s->confirm_ns = __atomic_load_n(&m->confirm_ns, __ATOMIC_RELAXED);
+    s->n_runtime_calls = __atomic_load_n(&m->n_runtime_calls,
+                                         __ATOMIC_RELAXED);
+    s->n_completion_checks = __atomic_load_n(&m->n_completion_checks,
+                                             __ATOMIC_RELAXED);
+    s->n_set_clears = __atomic_load_n(&m->n_set_clears, __ATOMIC_RELAXED);
 }
 
 int

@@ -318,13 +318,56 @@ int gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size);
  *
  * Coding works on each block of w * packetsize bytes (GF8: packetsize) of
  * the chunks independently: block b of a parity chunk depends only on
- * block b of the data chunks.  So the chunks of several groups of one code (k, m) can be
- * coded (and rebuilt, if they lost the same chunks) in one call by laying
- * them side by side: chunk i of the call is chunk i of the first group,
- * then chunk i of the second, and so on, each group's chunk size its own
- * (a multiple of w * packetsize); every group's parity is then at the
+ * block b of the data chunks.  So the chunks of several groups of one
+ * code (k, m) can be coded (and rebuilt, if they lost the same chunks) in
+ * one call by laying them side by side: chunk i of the call is chunk i
+ * of the first group, then chunk i of the second, and so on, each group's
+ * chunk size its own (a multiple of w * packetsize); every group's parity is then at the
  * same place in the call's parity chunks.  tests/test-parity.c checks
- * this against coding each group alone. */
+ * this against coding each group alone.
+ *
+ * Groups that lost different chunks are rebuilt in one call by segments:
+ * each group is a segment of the call's chunks with its own erasure list
+ * (so its own decoding matrix), and the call rebuilds every segment's
+ * erased chunks.  Both codes, on every backend. */
+
+/* A segment of a decode with segments: bytes [offset, offset + size) of
+ * every chunk, which lost the chunks 'erasures[0 .. n_erasures)' (ids 0 ..
+ * k+m-1, any order, at most m).  With 'data_only', only the erased data
+ * chunks are rebuilt and the erased parity chunks' bytes are left as they
+ * are (a packet decoder wants only its data back, and lists as erased the
+ * survivors it did not copy). */
+struct gpu_parity_segment {
+    /* Multiples of w * packetsize (GF8: of packetsize); size nonzero. */
+    size_t offset;
+    size_t size;
+    const int *erasures;
+    size_t n_erasures;
+    bool data_only;
+};
+
+/* Submits the rebuilding of 'n_segs' segments in one call (see
+ * gpu_parity_decode_submit() for the asynchronous rules).  Every chunk,
+ * data and parity, needs a buffer; segments are in ascending order of
+ * offset, do not overlap and end within the batch's max_size; outside
+ * them no byte is written.  Each segment is decoded as
+ * gpu_parity_decode() decodes its bytes alone, with its erasures (no
+ * erasures: nothing to do).  A bad segment (GPU_PARITY_ERR_SIZE,
+ * GPU_PARITY_ERR_TOO_MANY_ERASURES, GPU_PARITY_ERR_ERASURE_ID) refuses the
+ * whole submission before anything is written. */
+int gpu_parity_decode_submit_segments(struct gpu_parity_batch *,
+                                      struct gpu_stream *,
+                                      uint8_t *const *data,
+                                      uint8_t *const *parity,
+                                      const struct gpu_parity_segment *segs,
+                                      size_t n_segs);
+
+/* The same, synchronously, through a pooled batch.  Safe from several
+ * threads. */
+int gpu_parity_decode_segments(struct gpu_parity *, uint8_t *const *data,
+                               uint8_t *const *parity,
+                               const struct gpu_parity_segment *segs,
+                               size_t n_segs);
 
 #ifdef __cplusplus
 }

@@ -240,14 +240,43 @@ gpu_parity_cpu_apply(const struct parity_plan *p, unsigned int packetsize,
     }
 }
 
+void
+gpu_parity_cpu_apply_batch(const struct gpu_parity_batch *b)
+{
+    unsigned int ps = b->coder->cfg.packetsize;
+
+    if (!b->n_segs) {
+        gpu_parity_cpu_apply(b->plan, ps, b->in, b->out, b->size);
+        return;
+    }
+    /* Segments: 'in' and 'out' hold every chunk by id; each segment reads
+     * and writes the chunks its plan names, at its offset. */
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_seg *seg = &b->segs[s];
+        const struct parity_plan *p = seg->plan;
+        const uint8_t *in[GPU_PARITY_MAX_CHUNKS];
+        uint8_t *out[GPU_PARITY_MAX_CHUNKS];
+
+        if (!p) {
+            continue;
+        }
+        for (unsigned int i = 0; i < p->n_in; i++) {
+            in[i] = b->in[p->in_ids[i]] + seg->offset;
+        }
+        for (unsigned int o = 0; o < p->n_out; o++) {
+            out[o] = b->out[p->out_ids[o]] + seg->offset;
+        }
+        gpu_parity_cpu_apply(p, ps, in, out, seg->size);
+    }
+}
+
 static int
 cpu_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
            bool again)
 {
     (void) stream;
     (void) again;
-    gpu_parity_cpu_apply(b->plan, b->coder->cfg.packetsize, b->in, b->out,
-                         b->size);
+    gpu_parity_cpu_apply_batch(b);
     return GPU_OK;
 }
 

@@ -53,7 +53,11 @@
  * the split-nibble tables of parity-inline.h, which a block first copies
  * into shared memory (32 bytes a coefficient: a warp's lookups of one
  * table fall in 8 banks and are broadcast).  The tables are copied to the
- * device with each submission, ahead of the slices.  Outputs are done up
+ * device with each submission, ahead of the slices; a decode with
+ * segments stages every distinct plan's in one buffer and copies them in
+ * at once.  The kernel reads and writes chunks through slot maps, so a
+ * segment's plan names its chunks by id as the XOR kernel's rows do.
+ * Outputs are done up
  * to GF8_MAX_OUT a launch, fewer where k inputs' tables would not fit in
  * GF8_SHARED bytes.
  *
@@ -252,12 +256,16 @@ xor_kernel(const __grid_constant__ struct kargs a)
 /* ---- The GF8 code's kernel. ---- */
 
 struct gf8_args {
-    const uint8_t *in;          /* Input chunk i at in + i * stride. */
-    uint8_t *out;               /* Output o (of this launch) likewise. */
+    /* Input i at base + in_slot[i] * stride, output o (of this launch)
+     * at base + out_slot[o] * stride: a decode with segments reads and
+     * writes chunks by id. */
+    uint8_t *base;
     const uint8_t *tables;      /* This launch's: [o][i], 32 bytes. */
     uint64_t stride;
     uint64_t col_begin, n_cols; /* In words of V. */
     uint32_t n_in, n_out;
+    uint8_t in_slot[GPU_PARITY_MAX_CHUNKS];
+    uint8_t out_slot[GF8_MAX_OUT];
 };
 
 HD void
@@ -290,7 +298,7 @@ UNROLL
         zero(acc[o]);
     }
     for (uint32_t i = 0; i < a.n_in; i++) {
-        V v = load<V>(a.in + a.stride * i + off);
+        V v = load<V>(a.base + a.stride * a.in_slot[i] + off);
 
 UNROLL
         for (int o = 0; o < R; o++) {
@@ -302,7 +310,7 @@ UNROLL
 UNROLL
     for (int o = 0; o < R; o++) {
         if (o < (int) a.n_out) {
-            store<V>(a.out + a.stride * o + off, acc[o]);
+            store<V>(a.base + a.stride * a.out_slot[o] + off, acc[o]);
         }
     }
 }
@@ -470,9 +478,25 @@ unit_for(const struct parity_plan *p, unsigned int packetsize)
 
 /* ---- Coder and batches. ---- */
 
+/* Bytes of a block, the unit a submission's size is a multiple of: w
+ * packets, or for the GF8 code (bytes coded alone) one. */
+static size_t
+block_bytes(const struct gpu_parity *pc)
+{
+    return (size_t) (pc->cfg.code == GPU_PARITY_CODE_GF8 ? 1 : pc->cfg.w)
+           * pc->cfg.packetsize;
+}
+
 struct cuda_batch {
     uint8_t *d_base;            /* (k + m) chunks, 'stride' bytes apart. */
-    uint8_t *d_tables;          /* GF8 code: a plan's tables. */
+    uint8_t *d_tables;          /* GF8 code: a plan's tables... */
+    /* ...or with segments, every distinct plan's, staged in 'h_tables'
+     * and copied in at once; segment s's at d_tables + seg_table[s].
+     * Both buffers 'tables_cap' bytes. */
+    uint8_t *h_tables;
+    size_t tables_cap;
+    size_t *seg_table;
+    size_t seg_table_cap;
     size_t stride;
     cudaStream_t streams[N_STREAMS];
     cudaEvent_t start, slice_done[N_STREAMS], done;
@@ -538,6 +562,8 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     if (!c) {
         return;
     }
+    free(c->h_tables);
+    free(c->seg_table);
     if (emulate) {
         free(c->d_base);
         free(c->d_tables);
@@ -588,6 +614,7 @@ cuda_batch_init(struct gpu_parity_batch *b)
     /* A decode plan has at most m outputs of k inputs. */
     size_t tables = (cfg->code == GPU_PARITY_CODE_GF8
                      ? (size_t) cfg->k * cfg->m * 32 : 0);
+    c->tables_cap = tables;
     if (emulate) {
         c->d_base = (uint8_t *) malloc(c->stride * (cfg->k + cfg->m));
         c->d_tables = tables ? (uint8_t *) malloc(tables) : NULL;
@@ -627,12 +654,14 @@ cuda_batch_init(struct gpu_parity_batch *b)
     return error;
 }
 
-/* apply_blocks() for the GF8 code, whose blocks are packets. */
+/* apply_plan() for the GF8 code, whose blocks are packets, with the
+ * plan's tables at 'tables' on the device. */
 static cudaError_t
-apply_gf8(struct gpu_parity_batch *b, size_t b0, size_t b1, cudaStream_t st)
+apply_gf8(struct gpu_parity_batch *b, const struct parity_plan *p,
+          const int *in_slot, const int *out_slot, const uint8_t *tables,
+          size_t b0, size_t b1, cudaStream_t st)
 {
     struct cuda_batch *c = cb(b);
-    const struct parity_plan *p = b->plan;
     unsigned int ps = b->coder->cfg.packetsize;
     unsigned int unit = ps % 16 ? 8 : 16;
     unsigned int per = GF8_SHARED / (32 * p->n_in);
@@ -643,39 +672,43 @@ apply_gf8(struct gpu_parity_batch *b, size_t b0, size_t b1, cudaStream_t st)
     for (unsigned int o0 = 0; o0 < p->n_out && e == cudaSuccess;
          o0 += per) {
         memset(&a, 0, sizeof a);
-        a.in = c->d_base;
-        a.out = c->d_base + c->stride * (p->n_in + o0);
-        a.tables = c->d_tables + (size_t) o0 * p->n_in * 32;
+        a.base = c->d_base;
+        a.tables = tables + (size_t) o0 * p->n_in * 32;
         a.stride = c->stride;
         a.col_begin = (uint64_t) b0 * ps / unit;
         a.n_cols = (uint64_t) (b1 - b0) * ps / unit;
         a.n_in = p->n_in;
         a.n_out = p->n_out - o0 < per ? p->n_out - o0 : per;
+        for (unsigned int i = 0; i < p->n_in; i++) {
+            a.in_slot[i] = in_slot[i];
+        }
+        for (unsigned int o = 0; o < a.n_out; o++) {
+            a.out_slot[o] = out_slot[o0 + o];
+        }
         e = (unit == 16 ? gf8_launch<uint4>(&a, st, emulate)
              : gf8_launch<uint2>(&a, st, emulate));
     }
     return e;
 }
 
-/* Launches the kernels that apply the batch's plan to the columns of
- * blocks [b0, b1) on 'st'. */
+/* Launches the kernels that apply plan 'p' to the columns of blocks [b0,
+ * b1) on 'st': its input i in device chunk slot in_slot[i], its output o
+ * in slot out_slot[o]; a GF8 plan's tables at 'tables' on the device. */
 static cudaError_t
-apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
-             cudaStream_t st)
+apply_plan(struct gpu_parity_batch *b, const struct parity_plan *p,
+           const int *in_slot, const int *out_slot, const uint8_t *tables,
+           size_t b0, size_t b1, cudaStream_t st)
 {
-    if (b->plan->code == GPU_PARITY_CODE_GF8) {
-        return apply_gf8(b, b0, b1, st);
+    if (p->code == GPU_PARITY_CODE_GF8) {
+        return apply_gf8(b, p, in_slot, out_slot, tables, b0, b1, st);
     }
 
     struct cuda_batch *c = cb(b);
-    const struct parity_plan *p = b->plan;
     unsigned int ps = b->coder->cfg.packetsize, w = p->w;
     unsigned int unit = unit_for(p, ps);
     unsigned int out_rows = p->n_out * w, in_rows = p->n_in * w;
     unsigned int pass_rows = unit == 16 ? 16 : unit == 8 ? 32 : 64;
     unsigned int group_chunks = MAX_IN_ROWS / w;
-    uint8_t *d_in = c->d_base;
-    uint8_t *d_out = c->d_base + c->stride * p->n_in;
     struct kargs *a = (struct kargs *) malloc(sizeof *a);
     cudaError_t e = cudaSuccess;
 
@@ -696,14 +729,14 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
             for (unsigned int o = 0; o < nr; o++) {
                 unsigned int row = o0 + o;
 
-                a->out_row[o] = d_out + c->stride * (row / w)
+                a->out_row[o] = c->d_base + c->stride * out_slot[row / w]
                                 + (size_t) (row % w) * ps;
             }
             for (unsigned int r = 0; r < ni * w; r++) {
                 unsigned int in_row = i0 * w + r;
                 uint64_t mask = 0;
 
-                a->in_row[r] = d_in + c->stride * (in_row / w)
+                a->in_row[r] = c->d_base + c->stride * in_slot[in_row / w]
                                + (size_t) (in_row % w) * ps;
                 for (unsigned int o = 0; o < nr; o++) {
                     if (p->bits[(size_t) (o0 + o) * in_rows + in_row]) {
@@ -723,6 +756,55 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
         }
     }
     free(a);
+    return e;
+}
+
+/* The batch's one plan: inputs in slots 0 .. n_in-1, outputs after. */
+static cudaError_t
+apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
+             cudaStream_t st)
+{
+    const struct parity_plan *p = b->plan;
+    int in_slot[GPU_PARITY_MAX_CHUNKS], out_slot[GPU_PARITY_MAX_CHUNKS];
+
+    for (unsigned int i = 0; i < p->n_in; i++) {
+        in_slot[i] = i;
+    }
+    for (unsigned int o = 0; o < p->n_out; o++) {
+        out_slot[o] = p->n_in + o;
+    }
+    return apply_plan(b, p, in_slot, out_slot, cb(b)->d_tables, b0, b1,
+                      st);
+}
+
+/* A decode with segments: chunk id i in slot i.  Consecutive segments
+ * with the same plan (the cache hands out one per pattern) are one run
+ * of launches; each run its own matrix in the launch parameters. */
+static cudaError_t
+apply_segments(struct gpu_parity_batch *b, cudaStream_t st)
+{
+    struct cuda_batch *c = cb(b);
+    size_t block = block_bytes(b->coder);
+    cudaError_t e = cudaSuccess;
+
+    for (size_t s = 0; s < b->n_segs && e == cudaSuccess; ) {
+        const struct parity_plan *p = b->segs[s].plan;
+        size_t b0 = b->segs[s].offset / block, b1;
+        const uint8_t *tables;
+
+        if (!p) {
+            s++;
+            continue;
+        }
+        tables = (p->code == GPU_PARITY_CODE_GF8
+                  ? c->d_tables + c->seg_table[s] : NULL);
+        b1 = (b->segs[s].offset + b->segs[s].size) / block;
+        for (s++; s < b->n_segs && b->segs[s].plan == p
+                  && b->segs[s].offset / block == b1; s++) {
+            b1 = (b->segs[s].offset + b->segs[s].size) / block;
+        }
+        e = apply_plan(b, p, p->in_ids, p->out_ids, tables, b0, b1, st);
+    }
     return e;
 }
 
@@ -751,13 +833,169 @@ xwait_event(cudaStream_t st, cudaEvent_t e)
     return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
 }
 
+/* GF8 code, a decode with segments: stages every distinct plan's tables
+ * in 'h_tables', growing both table buffers as needed, and notes where
+ * each segment's lie; returns their bytes in '*total'. */
+static int
+stage_gf8_tables(struct gpu_parity_batch *b, size_t *total)
+{
+    struct cuda_batch *c = cb(b);
+    size_t n = 0;
+
+    if (b->n_segs > c->seg_table_cap) {
+        size_t *st = (size_t *) realloc(c->seg_table,
+                                        b->n_segs * sizeof *st);
+
+        if (!st) {
+            return GPU_ERR_NOMEM;
+        }
+        c->seg_table = st;
+        c->seg_table_cap = b->n_segs;
+    }
+    /* Where each distinct plan goes: the first segment using it. */
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+        size_t t;
+
+        c->seg_table[s] = 0;
+        if (!p) {
+            continue;
+        }
+        for (t = 0; t < s && b->segs[t].plan != p; t++) {
+            continue;
+        }
+        if (t < s) {
+            c->seg_table[s] = c->seg_table[t];
+            continue;
+        }
+        c->seg_table[s] = n;
+        n += (size_t) p->n_out * p->n_in * 32;
+    }
+    if (n > c->tables_cap) {
+        uint8_t *h = (uint8_t *) realloc(c->h_tables, n);
+        uint8_t *d = NULL;
+
+        if (!h) {
+            return GPU_ERR_NOMEM;
+        }
+        c->h_tables = h;
+        /* The batch is idle: nothing on the device reads the old one. */
+        if (emulate) {
+            d = (uint8_t *) malloc(n);
+        } else if (cudaMalloc((void **) &d, n) != cudaSuccess) {
+            cudaGetLastError();
+            d = NULL;
+        }
+        if (!d) {
+            return GPU_ERR_DEVICE_NOMEM;
+        }
+        if (emulate) {
+            free(c->d_tables);
+        } else {
+            cudaFree(c->d_tables);
+        }
+        c->d_tables = d;
+        c->tables_cap = n;
+    } else if (n && !c->h_tables) {
+        c->h_tables = (uint8_t *) malloc(c->tables_cap);
+        if (!c->h_tables) {
+            return GPU_ERR_NOMEM;
+        }
+    }
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+
+        if (p) {
+            memcpy(c->h_tables + c->seg_table[s], p->tables,
+                   (size_t) p->n_out * p->n_in * 32);
+        }
+    }
+    *total = n;
+    return GPU_OK;
+}
+
+/* A decode with segments, on internal stream 0 (a packet decoder's call
+ * is far below SLICE_BYTES a chunk, so slicing would gain nothing): the
+ * chunks any segment reads or writes are copied in over the segments'
+ * span, the segments' kernels run, and the chunks written are copied
+ * back over the span; bytes of them no segment wrote go back as they
+ * came. */
+static int
+submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
+{
+    struct cuda_batch *c = cb(b);
+    unsigned int n = b->coder->cfg.k + b->coder->cfg.m;
+    bool read[GPU_PARITY_MAX_CHUNKS] = { false };
+    bool written[GPU_PARITY_MAX_CHUNKS] = { false };
+    cudaStream_t st = c->streams[0];
+    size_t lo = SIZE_MAX, hi = 0, tables = 0;
+    int error;
+
+    if (b->coder->cfg.code == GPU_PARITY_CODE_GF8) {
+        error = stage_gf8_tables(b, &tables);
+        if (error) {
+            return error;
+        }
+    }
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+
+        if (!p) {
+            continue;
+        }
+        for (unsigned int i = 0; i < p->n_in; i++) {
+            read[p->in_ids[i]] = true;
+        }
+        for (unsigned int o = 0; o < p->n_out; o++) {
+            written[p->out_ids[o]] = true;
+        }
+        lo = b->segs[s].offset < lo ? b->segs[s].offset : lo;
+        hi = b->segs[s].offset + b->segs[s].size;
+    }
+    error = CK(xrecord(c->start, user));
+    if (!error) {
+        error = CK(xwait_event(st, c->start));
+    }
+    if (!error && tables) {
+        /* The staging buffer is pageable: the copy has taken it when
+         * this returns, so the next submission may overwrite it. */
+        error = CK(xcopy(c->d_tables, c->h_tables, tables,
+                         cudaMemcpyHostToDevice, st));
+    }
+    for (unsigned int i = 0; !error && i < n; i++) {
+        if (read[i] || written[i]) {
+            error = CK(xcopy(c->d_base + c->stride * i + lo, b->in[i] + lo,
+                             hi - lo, cudaMemcpyHostToDevice, st));
+        }
+    }
+    if (!error) {
+        error = CK(apply_segments(b, st));
+    }
+    for (unsigned int i = 0; !error && i < n; i++) {
+        if (written[i]) {
+            error = CK(xcopy(b->out[i] + lo, c->d_base + c->stride * i + lo,
+                             hi - lo, cudaMemcpyDeviceToHost, st));
+        }
+    }
+    if (!error) {
+        error = CK(xrecord(c->slice_done[0], st));
+    }
+    if (!error) {
+        error = CK(xwait_event(user, c->slice_done[0]));
+    }
+    if (!error) {
+        error = CK(xrecord(c->done, user));
+    }
+    return error;
+}
+
 static int
 cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             bool again)
 {
     struct cuda_batch *c = cb(b);
     const struct parity_plan *p = b->plan;
-    size_t block = (size_t) p->w * b->coder->cfg.packetsize;
+    size_t block = block_bytes(b->coder);
     size_t n_blocks = b->size / block, per, s0;
     cudaStream_t user;
     unsigned int n_slices, s, i, used;
@@ -780,7 +1018,8 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             error = CK(cudaEventRecord(c->prof[0], user));
         }
         if (!error) {
-            error = CK(apply_blocks(b, 0, n_blocks, user));
+            error = CK(b->n_segs ? apply_segments(b, user)
+                       : apply_blocks(b, 0, n_blocks, user));
         }
         if (!error && c->profiled) {
             error = CK(cudaEventRecord(c->prof[1], user));
@@ -796,6 +1035,13 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     }
 
     c->profiled = false;
+    if (b->n_segs) {
+        error = submit_segments(b, user);
+        if (!error) {
+            return GPU_OK;
+        }
+        goto fail;
+    }
     if (p->code == GPU_PARITY_CODE_GF8) {
         /* Ahead of the slices, which wait for 'start' on 'user'. */
         error = CK(xcopy(c->d_tables, p->tables,
@@ -887,8 +1133,7 @@ cuda_finish(struct gpu_parity_batch *b, int error)
     }
     if (error || c->fallback) {
         drain(c);
-        gpu_parity_cpu_apply(b->plan, b->coder->cfg.packetsize, b->in,
-                             b->out, b->size);
+        gpu_parity_cpu_apply_batch(b);
         gpu_parity_count(b, true);
     }
     return GPU_OK;

@@ -62,7 +62,22 @@ struct parity_plan {
     /* Decode plans: the chunk ids read and written. */
     int in_ids[GPU_PARITY_MAX_CHUNKS];
     int out_ids[GPU_PARITY_MAX_CHUNKS];
+    /* Decode plans are shared, read-only, by the coder's cache and the
+     * batches using them: freed when the last reference goes. */
+    int refcnt;
 };
+
+/* One segment of a decode submission with segments: its byte range of
+ * every chunk and its own plan (a reference), NULL if it rebuilds
+ * nothing. */
+struct parity_seg {
+    size_t offset, size;
+    struct parity_plan *plan;
+};
+
+/* Decode plans the coder keeps, by erasure pattern: a call with segments
+ * sees a few patterns (which packet of a group was lost) over and over. */
+#define PARITY_PLAN_CACHE 32
 
 static inline uint8_t
 parity_plan_bit(const struct parity_plan *p, unsigned int out_row,
@@ -99,11 +114,12 @@ struct gpu_parity {
     int *bitmatrix;             /* (m*w) x (k*w). */
     struct parity_plan encode;
 
-    /* The last decode plan, by erasure pattern: decoders see the same
-     * pattern for many stripes in a row. */
+    /* Recent decode plans, by erasure pattern (and chunks wanted);
+     * replaced round robin. */
     pthread_mutex_t cache_mutex;
-    uint8_t cache_key[GPU_PARITY_MAX_CHUNKS];
-    struct parity_plan *cache_plan;
+    uint8_t cache_key[PARITY_PLAN_CACHE][GPU_PARITY_MAX_CHUNKS];
+    struct parity_plan *cache_plan[PARITY_PLAN_CACHE];
+    unsigned int cache_next;
 
     /* Batches for the synchronous calls, reused. */
     pthread_mutex_t pool_mutex;
@@ -122,7 +138,12 @@ struct gpu_parity_batch {
 
     /* The current submission. */
     struct parity_plan *plan;   /* &coder->encode, or 'dplan'. */
-    struct parity_plan *dplan;  /* Owned decode plan, or NULL. */
+    struct parity_plan *dplan;  /* Decode plan referenced, or NULL. */
+    /* A decode with segments (n_segs > 0): each segment its own plan,
+     * 'plan' and 'dplan' NULL; 'in' and 'out' then hold every chunk by
+     * id, data then parity. */
+    struct parity_seg *segs;
+    size_t n_segs, segs_cap;
     const uint8_t *in[GPU_PARITY_MAX_CHUNKS];
     uint8_t *out[GPU_PARITY_MAX_CHUNKS];
     size_t size;
@@ -141,6 +162,11 @@ void gpu_parity_cpu_apply(const struct parity_plan *, unsigned int packetsize,
 void gpu_parity_cpu_apply_gf8(const struct parity_plan *,
                               const uint8_t *const *in, uint8_t *const *out,
                               size_t size);
+
+/* Codes the batch's current submission on the CPU, whatever its kind
+ * (one plan, or segments): the CPU backend, and the CUDA backend's
+ * fallback. */
+void gpu_parity_cpu_apply_batch(const struct gpu_parity_batch *);
 
 /* Adds a finished submission to the coder's stats. */
 void gpu_parity_count(struct gpu_parity_batch *, bool fallback);

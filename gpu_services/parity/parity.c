@@ -436,30 +436,13 @@ plan_finish(struct parity_plan *p)
     p->src_start[rows] = n;
 }
 
-static struct parity_plan *
-plan_clone(const struct parity_plan *src)
+/* Drops a reference to the decode plan 'p' (may be NULL). */
+static void
+plan_unref(struct parity_plan *p)
 {
-    struct parity_plan *p = calloc(1, sizeof *p);
-    size_t rows = (size_t) src->n_out * src->w;
-    size_t cols = (size_t) src->n_in * src->w;
-
-    if (!p || plan_alloc(p, src->code, src->w, src->n_in, src->n_out)) {
-        if (p) {
-            plan_destroy(p);
-        }
-        return NULL;
+    if (p && !__atomic_sub_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL)) {
+        plan_destroy(p);
     }
-    memcpy(p->bits, src->bits, rows * cols);
-    memcpy(p->src_start, src->src_start, (rows + 1) * sizeof *p->src_start);
-    memcpy(p->srcs, src->srcs, rows * cols * sizeof *p->srcs);
-    if (src->code == GPU_PARITY_CODE_GF8) {
-        memcpy(p->tables, src->tables, rows * cols * 32);
-        memcpy(p->isal_tables, src->isal_tables, rows * cols * 32);
-    }
-    p->isal = src->isal;
-    memcpy(p->in_ids, src->in_ids, sizeof p->in_ids);
-    memcpy(p->out_ids, src->out_ids, sizeof p->out_ids);
-    return p;
 }
 
 /* GF(2) matrices for decoding: 'n' rows of 'nw' 64-bit words. */
@@ -593,6 +576,7 @@ plan_decode(const struct gpu_parity *pc, const uint8_t *erased,
         }
     }
     plan_finish(p);
+    p->refcnt = 1;
     *pp = p;
     p = NULL;
     error = GPU_OK;
@@ -737,6 +721,7 @@ plan_decode_gf8(const struct gpu_parity *pc, const uint8_t *erased,
         }
     }
     plan_finish_gf8(p, pc->isal);
+    p->refcnt = 1;
     *pp = p;
     p = NULL;
     error = GPU_OK;
@@ -777,14 +762,16 @@ erasures_to_flags(const struct gpu_parity *pc, const int *erasures,
 }
 
 /* A decode plan for 'erased', rebuilding the ids flagged in 'want', from
- * the cache when the pattern repeats. */
+ * the cache when the pattern was seen lately: a reference, which the
+ * caller drops with plan_unref(). */
 static int
 get_decode_plan(struct gpu_parity *pc, const uint8_t *erased,
                 const uint8_t *want, struct parity_plan **pp)
 {
-    unsigned int n = pc->cfg.k + pc->cfg.m, n_want = 0, id;
+    unsigned int n = pc->cfg.k + pc->cfg.m, n_want = 0, id, i;
     uint8_t key[GPU_PARITY_MAX_CHUNKS];
     int ids[GPU_PARITY_MAX_CHUNKS];
+    struct parity_plan *old;
     int error;
 
     for (id = 0; id < n; id++) {
@@ -794,10 +781,13 @@ get_decode_plan(struct gpu_parity *pc, const uint8_t *erased,
         }
     }
     pthread_mutex_lock(&pc->cache_mutex);
-    if (pc->cache_plan && !memcmp(pc->cache_key, key, n)) {
-        *pp = plan_clone(pc->cache_plan);
-        pthread_mutex_unlock(&pc->cache_mutex);
-        return *pp ? GPU_OK : GPU_ERR_NOMEM;
+    for (i = 0; i < PARITY_PLAN_CACHE; i++) {
+        if (pc->cache_plan[i] && !memcmp(pc->cache_key[i], key, n)) {
+            *pp = pc->cache_plan[i];
+            __atomic_add_fetch(&(*pp)->refcnt, 1, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&pc->cache_mutex);
+            return GPU_OK;
+        }
     }
     pthread_mutex_unlock(&pc->cache_mutex);
 
@@ -805,17 +795,15 @@ get_decode_plan(struct gpu_parity *pc, const uint8_t *erased,
              ? plan_decode_gf8(pc, erased, ids, n_want, pp)
              : plan_decode(pc, erased, ids, n_want, pp));
     if (!error) {
-        struct parity_plan *copy = plan_clone(*pp);
-
-        if (copy) {
-            pthread_mutex_lock(&pc->cache_mutex);
-            if (pc->cache_plan) {
-                plan_destroy(pc->cache_plan);
-            }
-            pc->cache_plan = copy;
-            memcpy(pc->cache_key, key, n);
-            pthread_mutex_unlock(&pc->cache_mutex);
-        }
+        /* One reference for the cache, one for the caller. */
+        __atomic_add_fetch(&(*pp)->refcnt, 1, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&pc->cache_mutex);
+        i = pc->cache_next++ % PARITY_PLAN_CACHE;
+        old = pc->cache_plan[i];
+        pc->cache_plan[i] = *pp;
+        memcpy(pc->cache_key[i], key, n);
+        pthread_mutex_unlock(&pc->cache_mutex);
+        plan_unref(old);
     }
     return error;
 }
@@ -995,8 +983,8 @@ gpu_parity_destroy(struct gpu_parity *pc)
     if (pc->prov && pc->prov->uninit) {
         pc->prov->uninit(pc);
     }
-    if (pc->cache_plan) {
-        plan_destroy(pc->cache_plan);
+    for (int i = 0; i < PARITY_PLAN_CACHE; i++) {
+        plan_unref(pc->cache_plan[i]);
     }
     plan_free(&pc->encode);
     free(pc->matrix);
@@ -1095,6 +1083,18 @@ refuse(struct gpu_parity *pc, int error)
 
 /* ---- Batches. ---- */
 
+/* Drops the plans of the batch's last submission. */
+static void
+batch_release_plans(struct gpu_parity_batch *b)
+{
+    plan_unref(b->dplan);
+    b->dplan = NULL;
+    for (size_t i = 0; i < b->n_segs; i++) {
+        plan_unref(b->segs[i].plan);
+    }
+    b->n_segs = 0;
+}
+
 int
 gpu_parity_batch_create(struct gpu_parity *pc, size_t max_size,
                         struct gpu_parity_batch **bp)
@@ -1133,9 +1133,8 @@ gpu_parity_batch_destroy(struct gpu_parity_batch *b)
     if (b->coder->prov->batch_uninit) {
         b->coder->prov->batch_uninit(b);
     }
-    if (b->dplan) {
-        plan_destroy(b->dplan);
-    }
+    batch_release_plans(b);
+    free(b->segs);
     free(b);
 }
 
@@ -1146,6 +1145,23 @@ check_size(const struct gpu_parity_batch *b, size_t size)
 
     return !size || size % unit || size > b->max_size ? GPU_PARITY_ERR_SIZE
                                                       : GPU_OK;
+}
+
+/* Hands the set-up submission (or, with 'again', a re-run of the last
+ * one) to the backend; the batch is busy until waited for, unless the
+ * backend refused it. */
+static int
+batch_start(struct gpu_parity_batch *b, struct gpu_stream *stream,
+            bool again)
+{
+    int error;
+
+    b->busy = true;
+    error = b->coder->prov->submit(b, stream, again);
+    if (error) {
+        b->busy = false;
+    }
+    return error;
 }
 
 int
@@ -1180,20 +1196,12 @@ gpu_parity_encode_submit(struct gpu_parity_batch *b,
         }
         b->out[i] = parity[i];
     }
-    if (b->dplan) {
-        plan_destroy(b->dplan);
-        b->dplan = NULL;
-    }
+    batch_release_plans(b);
     b->plan = &pc->encode;
     b->size = size;
     b->decode = false;
     b->counted = false;
-    b->busy = true;
-    error = pc->prov->submit(b, stream, false);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, false);
 }
 
 /* Sets up 'b' to rebuild the chunks flagged in 'want' given 'erased'. */
@@ -1232,9 +1240,7 @@ decode_setup(struct gpu_parity_batch *b, uint8_t *const *data,
 
         b->out[i] = id < (int) k ? data[id] : parity[id - k];
     }
-    if (b->dplan) {
-        plan_destroy(b->dplan);
-    }
+    batch_release_plans(b);
     b->dplan = b->plan = plan;
     b->size = size;
     b->decode = true;
@@ -1265,12 +1271,7 @@ decode_submit__(struct gpu_parity_batch *b, struct gpu_stream *stream,
         gpu_parity_count(b, false);
         return GPU_OK;
     }
-    b->busy = true;
-    error = pc->prov->submit(b, stream, false);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, false);
 }
 
 int
@@ -1292,24 +1293,139 @@ gpu_parity_decode_submit(struct gpu_parity_batch *b,
     return decode_submit__(b, stream, data, parity, erased, erased, size);
 }
 
-int
-gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
+/* Sets up 'b' to decode the segments 'segs': checks them all (a bad one
+ * refuses the whole submission before anything is written) and takes a
+ * plan for each, from the cache mostly. */
+static int
+segments_setup(struct gpu_parity_batch *b, uint8_t *const *data,
+               uint8_t *const *parity,
+               const struct gpu_parity_segment *segs, size_t n_segs)
 {
+    struct gpu_parity *pc = b->coder;
+    unsigned int k = pc->cfg.k, m = pc->cfg.m, i;
+    size_t unit = coder_unit(pc), end = 0;
+    size_t total = 0;
+
+    if (!data || !parity || (n_segs && !segs)) {
+        return GPU_ERR_INVALID;
+    }
+    for (i = 0; i < k + m; i++) {
+        uint8_t *buf = i < k ? data[i] : parity[i - k];
+
+        if (!buf) {
+            return GPU_ERR_INVALID;
+        }
+        b->in[i] = buf;
+        b->out[i] = buf;
+    }
+    for (size_t s = 0; s < n_segs; s++) {
+        uint8_t erased[GPU_PARITY_MAX_CHUNKS];
+        const struct gpu_parity_segment *seg = &segs[s];
+        int error;
+
+        if (!seg->size || seg->size % unit || seg->offset % unit
+            || seg->offset < end || seg->offset > b->max_size
+            || seg->size > b->max_size - seg->offset) {
+            return GPU_PARITY_ERR_SIZE;
+        }
+        end = seg->offset + seg->size;
+        total += seg->size;
+        error = erasures_to_flags(pc, seg->erasures, seg->n_erasures,
+                                  erased);
+        if (error) {
+            return error;
+        }
+    }
+
+    batch_release_plans(b);
+    if (n_segs > b->segs_cap) {
+        struct parity_seg *ns = realloc(b->segs, n_segs * sizeof *ns);
+
+        if (!ns) {
+            return GPU_ERR_NOMEM;
+        }
+        b->segs = ns;
+        b->segs_cap = n_segs;
+    }
+    for (size_t s = 0; s < n_segs; s++) {
+        const struct gpu_parity_segment *seg = &segs[s];
+        uint8_t erased[GPU_PARITY_MAX_CHUNKS], want[GPU_PARITY_MAX_CHUNKS];
+        struct parity_plan *plan = NULL;
+        bool any = false;
+        int error;
+
+        erasures_to_flags(pc, seg->erasures, seg->n_erasures, erased);
+        for (i = 0; i < k + m; i++) {
+            want[i] = erased[i] && (i < k || !seg->data_only);
+            any |= want[i];
+        }
+        if (any) {
+            error = get_decode_plan(pc, erased, want, &plan);
+            if (error) {
+                return error;
+            }
+        }
+        b->segs[b->n_segs].offset = seg->offset;
+        b->segs[b->n_segs].size = seg->size;
+        b->segs[b->n_segs].plan = plan;
+        b->n_segs++;
+    }
+    b->plan = NULL;
+    b->size = total;
+    b->decode = true;
+    b->counted = false;
+    return GPU_OK;
+}
+
+/* Whether any segment of 'b' rebuilds something. */
+static bool
+segments_work(const struct gpu_parity_batch *b)
+{
+    for (size_t s = 0; s < b->n_segs; s++) {
+        if (b->segs[s].plan) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int
+gpu_parity_decode_submit_segments(struct gpu_parity_batch *b,
+                                  struct gpu_stream *stream,
+                                  uint8_t *const *data,
+                                  uint8_t *const *parity,
+                                  const struct gpu_parity_segment *segs,
+                                  size_t n_segs)
+{
+    struct gpu_parity *pc = b->coder;
     int error;
 
     if (b->busy) {
         return GPU_ERR_BUSY;
     }
-    if (!b->plan || !b->plan->n_out) {
+    error = segments_setup(b, data, parity, segs, n_segs);
+    if (error) {
+        batch_release_plans(b);
+        return refuse(pc, error);
+    }
+    if (!segments_work(b)) {
+        gpu_parity_count(b, false);
+        return GPU_OK;
+    }
+    return batch_start(b, stream, false);
+}
+
+int
+gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
+{
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (b->n_segs ? !segments_work(b) : !b->plan || !b->plan->n_out) {
         return GPU_OK;
     }
     b->counted = false;
-    b->busy = true;
-    error = b->coder->prov->submit(b, stream, true);
-    if (error) {
-        b->busy = false;
-    }
-    return error;
+    return batch_start(b, stream, true);
 }
 
 int
@@ -1441,6 +1557,42 @@ gpu_parity_decode(struct gpu_parity *pc, uint8_t *const *data,
         return refuse(pc, error);
     }
     return decode_sync(pc, data, parity, erased, erased, size);
+}
+
+int
+gpu_parity_decode_segments(struct gpu_parity *pc, uint8_t *const *data,
+                           uint8_t *const *parity,
+                           const struct gpu_parity_segment *segs,
+                           size_t n_segs)
+{
+    struct gpu_parity_batch *b;
+    size_t end = 0;
+    int error;
+
+    /* The batch must hold the last segment; a size that overflows is
+     * refused as the submission would refuse it. */
+    for (size_t s = 0; segs && s < n_segs; s++) {
+        if (segs[s].size > SIZE_MAX - segs[s].offset) {
+            return refuse(pc, GPU_PARITY_ERR_SIZE);
+        }
+        if (segs[s].offset + segs[s].size > end) {
+            end = segs[s].offset + segs[s].size;
+        }
+    }
+    if (size_ok(pc, end)) {
+        end = coder_unit(pc);
+    }
+    error = pool_get(pc, end, &b);
+    if (error) {
+        return error;
+    }
+    error = gpu_parity_decode_submit_segments(b, NULL, data, parity, segs,
+                                              n_segs);
+    if (!error) {
+        error = gpu_parity_wait(b);
+    }
+    pool_put(pc, b);
+    return error;
 }
 
 /* ---- Packet groups. ---- */

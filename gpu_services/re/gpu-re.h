@@ -393,8 +393,10 @@ void gpu_re_encoder_prefetch(const struct gpu_re_encoder *,
 #define GPU_RE_PREFETCH_AHEAD 6
 
 /* For a loop that encodes packets 0 .. n - 1 of batch 'b' in order:
- * before encoding packet 'i', prefetches packets up to
- * i + GPU_RE_PREFETCH_AHEAD not prefetched yet.  'ahead' is the first
+ * before encoding packet 'i', prefetches the table buckets of packets up
+ * to i + GPU_RE_PREFETCH_AHEAD not prefetched yet, and, for the packet
+ * half as far ahead (whose buckets are loaded by then), the byte cache
+ * line of each chunk found in them.  'ahead' is the first
  * packet not prefetched yet (0 at the start); returns the new one:
  *
  *     size_t ahead = 0;
@@ -433,7 +435,9 @@ void gpu_re_decoder_observe(struct gpu_re_decoder *, const uint8_t *payload,
  *
  * Decode: GPU_RE_DECODED (original frame restored, '*len' larger),
  * GPU_RE_RAW (an eligible frame without a shim: cached, unchanged),
- * GPU_RE_PASS, or GPU_RE_UNDECODABLE (drop it). */
+ * GPU_RE_PASS, or GPU_RE_UNDECODABLE (drop it: '*len' is unchanged but
+ * the bytes may not be, since a shim is expanded in place when 'cap'
+ * leaves room for its body past the decoded frame's end). */
 int gpu_re_encode_packet(struct gpu_re_encoder *, uint8_t *frame,
                          size_t *len, size_t cap);
 

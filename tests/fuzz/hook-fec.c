@@ -63,8 +63,8 @@ inst_destroy(struct fec_inst *inst)
     /* Calls still gathered or in flight finish first, as a thread's last
      * poll has them finish: what they rebuild waits with the rest. */
     fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
-    fec_call_destroy(inst->spare);
-    inst->spare = NULL;
+    /* Before the coders their batches use go, below. */
+    fec_calls_free_spares(inst);
     HMAP_FOR_EACH_SAFE (g, node, &inst->groups) {
         fec_group_destroy(inst, g);
     }
@@ -104,9 +104,7 @@ inst_destroy(struct fec_inst *inst)
         }
         ovs_mutex_unlock(&coders_mutex);
     }
-    for (unsigned int i = 0; i < inst->n; i++) {
-        free(inst->frames[i]);
-    }
+    fec_inst_free_reusable(inst);
     ovs_mutex_unlock(&inst->mutex);
     hmap_destroy(&inst->groups);
     ovs_mutex_destroy(&inst->mutex);
