@@ -102,7 +102,7 @@ OVS_DPDK_LD = dpdk_ld=`sed -n 's/^DPDK_vswitchd_LDFLAGS = //p' \
 OVS_MAKE_ARGS = -C $(OVS_BUILDDIR) \
 	DPDK_vswitchd_LDFLAGS="$$dpdk_ld \
 		$(abs_top_builddir)/$(OVS_GPU_PLUGIN_OBJ) $(PCAP_LIBS) \
-		$(CUDA_LIBS)"
+		$(ISAL_LIBS) $(CUDA_LIBS)"
 ovs-build: $(OVS_GPU_PLUGIN_OBJ) ovs-tests-sync
 	$(AM_V_at)if test $(OVS_BUILDDIR)/vswitchd/ovs-vswitchd \
 			-ot $(OVS_GPU_PLUGIN_OBJ); then \

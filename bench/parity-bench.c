@@ -26,7 +26,11 @@
  *   - our CPU backend, Jerasure (bitmatrix, and its "smart" XOR schedule,
  *     the same CRS code and packet layout) and ISA-L (ec_encode_data,
  *     Reed-Solomon over GF(2^8) with table lookups, SIMD), each on one
- *     core and on every core.
+ *     core and on every core;
+ *   - our GF8 code (ISA-L's code, gpu-parity.h) on the CPU backend, as
+ *     the library codes it with ISA-L built in ("ours cpu gf8 isa-l":
+ *     ISA-L's own rows above are its ceiling) and with the portable code,
+ *     and on CUDA (kernel-only and end-to-end).
  * Decoding erases min(m, k) data chunks, the costly case.  Throughput is
  * data bytes (k * chunk size) per second, for encode and decode alike.
  * Every implementation's output is checked before it is timed: parity
@@ -158,6 +162,7 @@ enum impl {
     IMPL_JERASURE,
     IMPL_JERASURE_SCHED,
     IMPL_ISAL,
+    IMPL_OURS_GF8,              /* The GF8 code through our API. */
 };
 
 struct cpu_ctx {
@@ -166,6 +171,7 @@ struct cpu_ctx {
     const struct code *c;
     struct stripe *s;
     struct gpu_parity *pc;
+    struct gpu_parity *pc_gf8;  /* IMPL_OURS_GF8's coder. */
     int *bitmatrix;             /* Jerasure. */
     int **schedule;
     uint8_t *isal_tbls;         /* Encode tables. */
@@ -217,12 +223,15 @@ run_cpu_once(struct cpu_ctx *x, int index)
     }
     switch (x->impl) {
     case IMPL_OURS:
+    case IMPL_OURS_GF8: {
+        struct gpu_parity *pc = x->impl == IMPL_OURS ? x->pc : x->pc_gf8;
+
         error = x->decode
-                ? gpu_parity_decode(x->pc, d, p, x->erasures, x->n_erasures,
+                ? gpu_parity_decode(pc, d, p, x->erasures, x->n_erasures,
                                     len)
-                : gpu_parity_encode(x->pc, (const uint8_t *const *) d, p,
-                                    len);
+                : gpu_parity_encode(pc, (const uint8_t *const *) d, p, len);
         break;
+    }
 #ifdef HAVE_JERASURE
     case IMPL_JERASURE:
         if (x->decode) {
@@ -407,6 +416,9 @@ bench_cpu(const struct code *c, double isal1[2])
     size_t size = (cpu_bytes / k + unit - 1) / unit * unit;
     uint8_t *mem = malloc((size_t) (k + m) * size);
     uint8_t *ref = malloc((size_t) (k + m) * size);
+    /* The data with the GF8 code's parity (ISA-L's code). */
+    uint8_t *ref8 = malloc((size_t) (k + m) * size);
+    struct gpu_parity *gf8[2];
     struct gpu_parity_config cfg;
     struct cpu_ctx x;
     struct stripe s;
@@ -414,11 +426,14 @@ bench_cpu(const struct code *c, double isal1[2])
     static const struct {
         enum impl impl;
         const char *name;
+        int gf8;                /* 1: ISA-L inside, 2: portable. */
     } impls[] = {
-        { IMPL_ISAL, "isa-l ec_encode_data" },
-        { IMPL_OURS, "ours cpu" },
-        { IMPL_JERASURE, "jerasure bitmatrix" },
-        { IMPL_JERASURE_SCHED, "jerasure smart schedule" },
+        { IMPL_ISAL, "isa-l ec_encode_data", 0 },
+        { IMPL_OURS_GF8, "ours cpu gf8 isa-l", 1 },
+        { IMPL_OURS_GF8, "ours cpu gf8 portable", 2 },
+        { IMPL_OURS, "ours cpu", 0 },
+        { IMPL_JERASURE, "jerasure bitmatrix", 0 },
+        { IMPL_JERASURE_SCHED, "jerasure smart schedule", 0 },
     };
 
     memset(&x, 0, sizeof x);
@@ -441,6 +456,23 @@ bench_cpu(const struct code *c, double isal1[2])
         die("encode (cpu)", error);
     }
     memcpy(ref, mem, (size_t) (k + m) * size);
+
+    /* The GF8 code, with ISA-L inside (where built in) and portable; the
+     * portable coder's parity is the reference for ISA-L's and ours. */
+    for (int i = 0; i < 2; i++) {
+        cfg.code = GPU_PARITY_CODE_GF8;
+        cfg.portable = i;
+        error = gpu_parity_create(&cfg, &gf8[i], NULL, 0);
+        if (error) {
+            die("create (cpu gf8)", error);
+        }
+    }
+    error = gpu_parity_encode(gf8[1], (const uint8_t *const *) s.data,
+                              s.parity, size);
+    if (error) {
+        die("encode (cpu gf8)", error);
+    }
+    memcpy(ref8, mem, (size_t) (k + m) * size);
     x.n_erasures = m < k ? m : k;
     for (unsigned int e = 0; e < x.n_erasures; e++) {
         x.erasures[e] = e;
@@ -467,22 +499,27 @@ bench_cpu(const struct code *c, double isal1[2])
         }
 #endif
 #ifndef HAVE_ISAL
-        if (x.impl == IMPL_ISAL) {
+        if (x.impl == IMPL_ISAL || impls[i].gf8 == 1) {
             continue;
         }
 #endif
+        /* ISA-L and the GF8 code share their parity, not the bitmatrix
+         * code's. */
+        const uint8_t *base = (x.impl == IMPL_ISAL || impls[i].gf8
+                               ? ref8 : ref);
+
+        x.pc_gf8 = impls[i].gf8 ? gf8[impls[i].gf8 - 1] : NULL;
+        if (x.pc_gf8 && strcmp(gpu_parity_impl(x.pc_gf8),
+                               impls[i].gf8 == 1 ? "ISA-L" : "portable")) {
+            fprintf(stderr, "parity-bench: %s codes with %s\n",
+                    impls[i].name, gpu_parity_impl(x.pc_gf8));
+            exit(1);
+        }
         for (int dec = 0; dec < 2; dec++) {
             x.decode = dec;
             /* Check once, on one core, before timing. */
-            memcpy(mem, ref, (size_t) (k + m) * size);
+            memcpy(mem, base, (size_t) (k + m) * size);
             if (dec) {
-                if (x.impl == IMPL_ISAL) {
-                    /* ISA-L's own parity first: a different code. */
-                    x.decode = false;
-                    x.n_threads = 1;
-                    run_cpu_once(&x, 0);
-                    x.decode = true;
-                }
                 scribble(&x, &s);
             } else {
                 memset(s.parity[0], 0, size);
@@ -491,10 +528,9 @@ bench_cpu(const struct code *c, double isal1[2])
             run_cpu_once(&x, 0);
             if (dec) {
                 check_data(c, &s, ref, impls[i].name);
-            } else if (x.impl != IMPL_ISAL
-                       && memcmp(mem + (size_t) k * size,
-                                 ref + (size_t) k * size,
-                                 (size_t) m * size)) {
+            } else if (memcmp(mem + (size_t) k * size,
+                              base + (size_t) k * size,
+                              (size_t) m * size)) {
                 fprintf(stderr, "parity-bench: %s parity differs from "
                         "ours\n", impls[i].name);
                 exit(1);
@@ -521,8 +557,11 @@ bench_cpu(const struct code *c, double isal1[2])
     free(x.isal_dtbls);
 #endif
     gpu_parity_destroy(x.pc);
+    gpu_parity_destroy(gf8[0]);
+    gpu_parity_destroy(gf8[1]);
     free(mem);
     free(ref);
+    free(ref8);
 }
 
 /* ---- CUDA. ---- */
@@ -673,9 +712,13 @@ gpu_notes(char *note, size_t size, const struct code *c, double data,
     }
 }
 
+/* Our CUDA backend on the code 'c' names (GPU_PARITY_CODE_BITMATRIX) or
+ * on the GF8 code (ISA-L's). */
 static void
-bench_gpu(const struct code *c, const double isal1[2])
+bench_gpu(const struct code *c, const double isal1[2],
+          enum gpu_parity_code code)
 {
+    bool gf8 = code == GPU_PARITY_CODE_GF8;
     unsigned int k = c->k, m = c->m;
     size_t unit = (size_t) c->w * packetsize;
     size_t size = (gpu_bytes / k + unit - 1) / unit * unit;
@@ -694,6 +737,7 @@ bench_gpu(const struct code *c, const double isal1[2])
 
     gpu_parity_config_init(&cfg, k, m);
     cfg.w = c->w;
+    cfg.code = code;
     cfg.packetsize = packetsize;
     cfg.backend = GPU_PARITY_BACKEND_CUDA;
     cfg.profile = true;
@@ -749,10 +793,12 @@ bench_gpu(const struct code *c, const double isal1[2])
     }
     t = time_gpu(pc, batch, true, &s, NULL, 0, false, iters);
     gpu_notes(note, sizeof note, c, data, t, true);
-    print_row(c, "encode", "cuda kernel-only", 0, data, t, isal1[0], note);
+    print_row(c, "encode", gf8 ? "cuda gf8 kernel-only" : "cuda kernel-only",
+              0, data, t, isal1[0], note);
     t = time_gpu(pc, batch, false, &s, NULL, 0, false, iters / 2);
     gpu_notes(note, sizeof note, c, data, t, false);
-    print_row(c, "encode", "cuda end-to-end", 0, data, t, isal1[0], note);
+    print_row(c, "encode", gf8 ? "cuda gf8 end-to-end" : "cuda end-to-end",
+              0, data, t, isal1[0], note);
 
     /* Decode: erase the first min(m, k) data chunks, rebuild once and
      * check, then time. */
@@ -775,10 +821,12 @@ bench_gpu(const struct code *c, const double isal1[2])
     }
     t = time_gpu(pc, batch, true, &s, erasures, ne, true, iters);
     gpu_notes(note, sizeof note, c, data, t, true);
-    print_row(c, "decode", "cuda kernel-only", 0, data, t, isal1[1], note);
+    print_row(c, "decode", gf8 ? "cuda gf8 kernel-only" : "cuda kernel-only",
+              0, data, t, isal1[1], note);
     t = time_gpu(pc, batch, false, &s, erasures, ne, true, iters / 2);
     gpu_notes(note, sizeof note, c, data, t, false);
-    print_row(c, "decode", "cuda end-to-end", 0, data, t, isal1[1], note);
+    print_row(c, "decode", gf8 ? "cuda gf8 end-to-end" : "cuda end-to-end",
+              0, data, t, isal1[1], note);
 
     gpu_parity_get_stats(pc, &st1);
     if (st1.n_fallbacks) {
@@ -924,7 +972,8 @@ main(int argc, char *argv[])
             bench_cpu(&codes[i], isal1);
         }
         if (cuda) {
-            bench_gpu(&codes[i], isal1);
+            bench_gpu(&codes[i], isal1, GPU_PARITY_CODE_BITMATRIX);
+            bench_gpu(&codes[i], isal1, GPU_PARITY_CODE_GF8);
         }
     }
     return 0;

@@ -65,7 +65,7 @@ build() {
     LIBS="$B/parity.o $B/parity-cpu.o $B/parity-cuda.o $B/gpu-runtime.o"
     gcc -o "$B/test-parity" "$B/test-parity.o" "$B/test-common.o" \
         $LIBS -L"$LIB" \
-        -L"$CUDA/lib64" -lcmocka -lJerasure -lgf_complete -lcudart \
+        -L"$CUDA/lib64" -lcmocka -lJerasure -lgf_complete -lisal -lcudart \
         -lpthread -lstdc++
     gcc -o "$B/parity-bench" "$B/parity-bench.o" $LIBS -L"$LIB" \
         -L"$CUDA/lib64" -lJerasure -lgf_complete -lisal -lcudart \
@@ -77,8 +77,9 @@ if ! (build) > "$OUT/build.log" 2>&1; then
 fi
 log "built"
 # Registers and spills of the kernels the benchmark's codes use.
-grep -A2 -E "xor_kernelILi(12|16|20|32)E" "$OUT/nvcc-resource-usage.txt" \
-    | grep -E "Function|registers|spill" | head -12
+grep -A2 -E "xor_kernelILi(12|16|20|32)E|gf8_kernelILi(4|8)E" \
+    "$OUT/nvcc-resource-usage.txt" \
+    | grep -E "Function|registers|spill" | head -24
 
 for step in $steps; do
     case $step in
@@ -95,7 +96,7 @@ for step in $steps; do
         log "benchmark"
         cmd="$B/parity-bench --gpu-mb 1024 --cpu-mb 64 --iters 10"
         echo "$cmd" >> "$OUT/summary.txt"
-        timeout 240 $cmd > "$OUT/bench.log" 2>&1
+        timeout 420 $cmd > "$OUT/bench.log" 2>&1
         log "parity-bench exit $?"
         cat "$OUT/bench.log"
         # Tuning: the same kernels with narrower words (more mask work

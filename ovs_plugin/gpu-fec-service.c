@@ -15,7 +15,7 @@
  */
 
 /* The parity (forward error correction) services, the two ends of a lossy
- * link: fec_encode(k=K,m=M[,group_timeout=US]) and
+ * link: fec_encode(k=K,m=M[,group_timeout=US][,code=CODE]) and
  * fec_decode([group_timeout=US][,max_packets=N][,max_bytes=N]).
  *
  * On the wire every coded packet is an Ethernet frame of its own, so that
@@ -30,7 +30,15 @@
  * so that two encoders are unlikely to collide at one decoder), the
  * packet's index in it (data 0 .. k-1, parity k .. k+m-1), k and m (so the
  * decoder needs no options) and, in parity packets, how many data packets
- * the group has: fewer than k when the group timed out.  The original
+ * the group has: fewer than k when the group timed out.  A flag names the
+ * code (gpu-parity.h): FEC_F_GF8 for the GF(2^8) code (ISA-L's), none for
+ * the bitmatrix code, so frames from before the flag decode as they did;
+ * the decoder rebuilds either code on any backend, and refuses flags it
+ * does not know (a later code) rather than rebuild wrong bytes.  The
+ * encoder's code is its option code=: "gf8", "bitmatrix", or "auto" (the
+ * default): gf8 where the plugin's backend is the CPU and ISA-L is built
+ * in (ISA-L codes it about three times faster than the bitmatrix code on
+ * one core), else bitmatrix.  The original
  * lengths travel inside the parity chunks (gpu_parity_pkt_encode() codes
  * each packet's length with its bytes), so a rebuilt frame comes back with
  * its length.
@@ -106,6 +114,8 @@ VLOG_DEFINE_THIS_MODULE(gpu_fec_service);
 #define FEC_ETH_TYPE 0x88b5     /* IEEE 802 local experimental 1. */
 #define FEC_MAGIC 0xfe
 #define FEC_F_PARITY 0x01
+#define FEC_F_GF8 0x02          /* The GF(2^8) code; else bitmatrix. */
+#define FEC_F_KNOWN (FEC_F_PARITY | FEC_F_GF8)
 
 struct fec_hdr {
     uint8_t magic;              /* FEC_MAGIC. */
@@ -169,6 +179,7 @@ struct fec_group {
     struct ovs_list lru_node;   /* In fec_inst's 'lru', oldest first. */
     uint32_t id;
     unsigned int k, m;
+    enum gpu_parity_code code;  /* From its first packet's flags. */
     unsigned int n_data;        /* From a parity packet, else k. */
     bool n_data_known;
     bool done;                  /* Complete: later packets are dropped. */
@@ -199,6 +210,7 @@ struct fec_call {
     struct ovs_list node;       /* In fec_inst's 'calls', oldest first. */
     struct gpu_parity *coder;
     unsigned int k, m;
+    enum gpu_parity_code code;
     struct gpu_parity_batch *batch;
     uint8_t *mem;               /* k + m chunks of 'cap' bytes... */
     uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];     /* ...at these. */
@@ -225,6 +237,8 @@ struct fec_inst {
     char *args;
 
     unsigned int k, m;          /* Encoder. */
+    enum gpu_parity_code code;  /* Encoder: resolved from code=. */
+    bool code_auto;             /* Encoder: code=auto chose it. */
     long long int timeout_us;
     size_t max_packets, max_bytes;      /* Decoder. */
 
@@ -302,6 +316,10 @@ struct fec_inst {
     uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
     uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
                                  * (no next actions). */
+    /* Decoder: groups staged for rebuilding, by code, and what coded the
+     * last of them (gpu_parity_impl()). */
+    uint64_t n_code_groups[2];
+    const char *code_impl[2];
 };
 
 static struct cmap instances = CMAP_INITIALIZER;
@@ -309,11 +327,12 @@ static struct ovs_mutex instances_mutex = OVS_MUTEX_INITIALIZER;
 
 /* --------------------------------------------------------------- Coders. */
 
-/* Coders are immutable and thread-safe: one per (k, m), shared by every
- * instance, created on first use and kept. */
+/* Coders are immutable and thread-safe: one per (k, m, code), shared by
+ * every instance, created on first use and kept. */
 struct fec_coder {
     struct hmap_node node;
     unsigned int k, m;
+    enum gpu_parity_code code;
     bool cpu;                   /* On the CPU whatever the backend. */
     struct gpu_parity *coder;
 };
@@ -330,15 +349,15 @@ static struct ovs_mutex coders_mutex = OVS_MUTEX_INITIALIZER;
 #define FEC_MAX_WIRE_CODERS 16
 static size_t n_wire_coders OVS_GUARDED_BY(coders_mutex);
 
-/* Returns the coder for (k, m) on the plugin's backend, or on the CPU if
- * 'cpu' (for what a device call failed to code), made if need be; or NULL
- * with a message in '*errorp' (if nonnull).  'from_wire': for the decoder,
- * on the k and m a frame gave. */
+/* Returns the coder for (k, m, code) on the plugin's backend, or on the
+ * CPU if 'cpu' (for what a device call failed to code), made if need be;
+ * or NULL with a message in '*errorp' (if nonnull).  'from_wire': for the
+ * decoder, on the k, m and code a frame gave. */
 static struct gpu_parity *
-fec_coder_get(unsigned int k, unsigned int m, bool cpu, bool from_wire,
-              char **errorp)
+fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
+              bool cpu, bool from_wire, char **errorp)
 {
-    uint32_t hash = hash_3words(k, m, cpu);
+    uint32_t hash = hash_3words(k, m, cpu * 2 + code);
     struct gpu_parity *coder = NULL;
     struct gpu_parity_config cfg;
     struct fec_coder *c;
@@ -347,7 +366,7 @@ fec_coder_get(unsigned int k, unsigned int m, bool cpu, bool from_wire,
 
     ovs_mutex_lock(&coders_mutex);
     HMAP_FOR_EACH_WITH_HASH (c, node, hash, &coders) {
-        if (c->k == k && c->m == m && c->cpu == cpu) {
+        if (c->k == k && c->m == m && c->code == code && c->cpu == cpu) {
             coder = c->coder;
             goto out;
         }
@@ -361,6 +380,7 @@ fec_coder_get(unsigned int k, unsigned int m, bool cpu, bool from_wire,
         goto out;
     }
     gpu_parity_config_init(&cfg, k, m);
+    cfg.code = code;
     cfg.packetsize = FEC_PACKETSIZE;
     cfg.backend = gpu_services_get_backend(&device) && !cpu
                   ? GPU_PARITY_BACKEND_CUDA : GPU_PARITY_BACKEND_CPU;
@@ -382,6 +402,7 @@ fec_coder_get(unsigned int k, unsigned int m, bool cpu, bool from_wire,
     c = xmalloc(sizeof *c);
     c->k = k;
     c->m = m;
+    c->code = code;
     c->cpu = cpu;
     c->coder = coder;
     hmap_insert(&coders, &c->node, hash);
@@ -397,7 +418,8 @@ out:
  * ("coded", "rebuilt"). */
 static struct gpu_parity *
 fec_coder_on_cpu(struct fec_inst *inst, unsigned int k, unsigned int m,
-                 size_t n_groups, int why, const char *done)
+                 enum gpu_parity_code code, size_t n_groups, int why,
+                 const char *done)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
 
@@ -408,7 +430,7 @@ fec_coder_on_cpu(struct fec_inst *inst, unsigned int k, unsigned int m,
                  inst->encoder ? "fec_encode" : "fec_decode", inst->args,
                  gpu_parity_strerror(why), n_groups, done);
     /* The decoder's k and m come from the wire: bounded as above. */
-    return fec_coder_get(k, m, true, !inst->encoder, NULL);
+    return fec_coder_get(k, m, code, true, !inst->encoder, NULL);
 }
 
 /* ------------------------------------------------------------ Arguments. */
@@ -436,7 +458,7 @@ static char *
 fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
 {
     static const char *const enc_keys[] = {
-        "k=", "m=", "group_timeout=", NULL
+        "k=", "m=", "group_timeout=", "code=", NULL
     };
     static const char *const dec_keys[] = {
         "group_timeout=", "max_packets=", "max_bytes=", NULL
@@ -485,6 +507,12 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
                 return error;
             }
             inst->timeout_us = v;
+        }
+        inst->code_auto = !values[3] || !strcmp(values[3], "auto");
+        if (!inst->code_auto
+            && gpu_parity_code_parse(values[3], &inst->code)) {
+            return xasprintf("code=%s: expected gf8, bitmatrix or auto",
+                             values[3]);
         }
     } else {
         inst->timeout_us = FEC_DEC_TIMEOUT_DEFAULT;
@@ -550,6 +578,22 @@ fec_inst_init(struct fec_inst *inst, const char *args, bool encoder)
     inst->loss_rng = hash_string(args, 0x10557) | 1;
 }
 
+/* Sets the code of encoder 'inst' where its code= left it to us ("auto"):
+ * gf8 where the backend is the CPU and ISA-L codes it, which beats the
+ * bitmatrix code there; bitmatrix on a GPU, whose kernel is the measured
+ * one. */
+static void
+fec_encoder_resolve_code(struct fec_inst *inst)
+{
+    int device;
+
+    if (inst->code_auto) {
+        inst->code = (!gpu_services_get_backend(&device)
+                      && gpu_parity_isal_built()
+                      ? GPU_PARITY_CODE_GF8 : GPU_PARITY_CODE_BITMATRIX);
+    }
+}
+
 /* Checks a flow's arguments and creates the instance they name, in the
  * main thread, so that a PMD thread never builds a coder. */
 static char *
@@ -569,8 +613,9 @@ fec_check(const char *args, bool encoder)
         return NULL;
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, false, false,
-                                    &error);
+        fec_encoder_resolve_code(inst);
+        inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
+                                    false, &error);
         if (!inst->coder) {
             ovs_mutex_unlock(&instances_mutex);
             free(inst);
@@ -786,6 +831,9 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
     call->coder = coder;
     call->k = k;
     call->m = m;
+    struct gpu_parity_config cfg;
+    gpu_parity_get_config(coder, &cfg);
+    call->code = cfg.code;
     call->cap = cap;
     call->mem = gpu_host_alloc((k + m) * cap);
     if (!inst->encoder) {
@@ -944,8 +992,8 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
     }
     if (gpu_service_is_device_error(call->status)) {
         struct gpu_parity *cpu = fec_coder_on_cpu(
-            inst, call->k, call->m, call->n_groups, call->status,
-            inst->encoder ? "coded" : "rebuilt");
+            inst, call->k, call->m, call->code, call->n_groups,
+            call->status, inst->encoder ? "coded" : "rebuilt");
 
         if (!cpu) {
             /* Left failed: its groups are counted as errors. */
@@ -1140,7 +1188,8 @@ fec_encode_send_parity(struct fec_inst *inst, const struct fec_call *call,
         uint8_t *frame = dp_packet_data(pp);
         struct fec_hdr hdr = {
             .magic = FEC_MAGIC,
-            .flags = FEC_F_PARITY,
+            .flags = (FEC_F_PARITY
+                      | (call->code == GPU_PARITY_CODE_GF8 ? FEC_F_GF8 : 0)),
             .k = call->k,
             .m = call->m,
             .index = call->k + j,
@@ -1235,6 +1284,7 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
 
         struct fec_hdr hdr = {
             .magic = FEC_MAGIC,
+            .flags = inst->code == GPU_PARITY_CODE_GF8 ? FEC_F_GF8 : 0,
             .k = inst->k,
             .m = inst->m,
             .index = inst->n,
@@ -1394,7 +1444,7 @@ fec_decode_make_room(struct fec_inst *inst, struct fec_group *keep,
 
 static struct fec_group *
 fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
-              unsigned int m, long long int now)
+              unsigned int m, enum gpu_parity_code code, long long int now)
     OVS_REQUIRES(inst->mutex)
 {
     struct fec_group *g = inst->last_group;
@@ -1415,6 +1465,7 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
     g->id = id;
     g->k = k;
     g->m = m;
+    g->code = code;
     g->n_data = k;
     g->start_us = now;
     g->bufs = (uint8_t **) (g + 1);
@@ -1480,7 +1531,7 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
         }
     }
     coder = (error ? NULL
-             : fec_coder_get(g->k, g->m, false, true, &error));
+             : fec_coder_get(g->k, g->m, g->code, false, true, &error));
     if (coder && cs % gpu_parity_pkt_chunk_size(coder, 0)) {
         /* Not a chunk size the encoder makes (too short for even a
          * length, or not whole blocks): the call would refuse it, and
@@ -1501,6 +1552,8 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     }
     cg->id = g->id;
     cg->n_data = g->n_data;
+    inst->n_code_groups[g->code]++;
+    inst->code_impl[g->code] = gpu_parity_impl(coder);
     memcpy(inst->gather->erasure_ids + cg->erasure_ofs, erasures,
            n_erasures * sizeof *erasures);
     cg->n_erasures = n_erasures;
@@ -1604,7 +1657,8 @@ fec_hdr_valid(const struct fec_hdr *hdr, size_t payload_len)
 {
     bool parity = hdr->flags & FEC_F_PARITY;
 
-    return (hdr->k && hdr->m && hdr->k + hdr->m <= GPU_PARITY_MAX_CHUNKS
+    return (!(hdr->flags & ~FEC_F_KNOWN)
+            && hdr->k && hdr->m && hdr->k + hdr->m <= GPU_PARITY_MAX_CHUNKS
             && hdr->index < hdr->k + hdr->m
             && parity == (hdr->index >= hdr->k)
             && (!parity || (hdr->n_data >= 1 && hdr->n_data <= hdr->k))
@@ -1653,14 +1707,17 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         }
 
         bool parity = hdr->flags & FEC_F_PARITY;
+        enum gpu_parity_code code = (hdr->flags & FEC_F_GF8
+                                     ? GPU_PARITY_CODE_GF8
+                                     : GPU_PARITY_CODE_BITMATRIX);
         unsigned int idx = hdr->index;
 
         if (parity) {
             inst->n_parity++;
         }
         g = fec_group_get(inst, ntohl(get_16aligned_be32(&hdr->group)),
-                          hdr->k, hdr->m, now);
-        if (g->k != hdr->k || g->m != hdr->m
+                          hdr->k, hdr->m, code, now);
+        if (g->k != hdr->k || g->m != hdr->m || g->code != code
             || (parity && g->n_data_known && g->n_data != hdr->n_data)) {
             inst->n_malformed++;
             fec_drop(packet, out->may_steal);
@@ -2003,6 +2060,12 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       inst->n_pending);
         ds_put_format(s, "  open group: %u of %u packets\n", inst->n,
                       inst->k);
+        ds_put_format(s, "  code: %s%s, coded by %s on the %s\n",
+                      gpu_parity_code_name(inst->code),
+                      inst->code_auto ? " (auto)" : "",
+                      gpu_parity_impl(inst->coder),
+                      gpu_parity_backend_name(
+                          gpu_parity_backend(inst->coder)));
         ds_put_format(s, "  groups timed out: %"PRIu64"\n",
                       inst->n_timeouts);
         ds_put_format(s, "  timed out without next actions: %"PRIu64"\n",
@@ -2024,6 +2087,14 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       inst->n_malformed);
         ds_put_format(s, "  link losses emulated: %"PRIu64"\n",
                       inst->n_link_losses);
+        for (int c = 0; c < 2; c++) {
+            if (inst->n_code_groups[c]) {
+                ds_put_format(s, "  rebuilt with %s: %"PRIu64" groups, "
+                              "last coded by %s\n",
+                              gpu_parity_code_name(c), inst->n_code_groups[c],
+                              inst->code_impl[c]);
+            }
+        }
     }
     ds_put_format(s, "  passed unchanged: %"PRIu64"\n", inst->n_unchanged);
     ds_put_format(s, "  waiting dropped: %"PRIu64"\n",
@@ -2066,6 +2137,21 @@ gpu_fec_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
         fec_format_inst(&s, list[i]);
     }
     free(list);
+
+    /* Which code each coder codes, and with what. */
+    struct fec_coder *c;
+    ovs_mutex_lock(&coders_mutex);
+    if (hmap_count(&coders)) {
+        ds_put_cstr(&s, "coders:\n");
+    }
+    HMAP_FOR_EACH (c, node, &coders) {
+        ds_put_format(&s, "  k=%u m=%u %s%s: %s on the %s\n", c->k, c->m,
+                      gpu_parity_code_name(c->code),
+                      c->cpu ? " (device fallback)" : "",
+                      gpu_parity_impl(c->coder),
+                      gpu_parity_backend_name(gpu_parity_backend(c->coder)));
+    }
+    ovs_mutex_unlock(&coders_mutex);
     unixctl_command_reply(conn, ds_cstr(&s));
     ds_destroy(&s);
 }

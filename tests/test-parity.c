@@ -30,7 +30,10 @@
  *   GPU_TEST_FILTER      run only tests whose names match this pattern.
  *
  * Without Jerasure (configure's HAVE_JERASURE) the oracle cases are
- * skipped and say so; everything else still runs.
+ * skipped and say so; everything else still runs.  The GF8 code is checked
+ * against a plain GF(2^8) matrix product written here and, where built
+ * with ISA-L, against ISA-L's own encoder too; on the CPU both with ISA-L
+ * and with the portable code (forced).
  */
 #include <config.h>
 
@@ -51,6 +54,10 @@
 #ifdef HAVE_JERASURE
 #include <jerasure.h>
 #include <cauchy.h>
+#endif
+
+#ifdef HAVE_ISAL
+#include <isa-l.h>
 #endif
 
 #include "gpu_services/parity/gpu-parity.h"
@@ -143,6 +150,31 @@ make_coder(unsigned int k, unsigned int m, unsigned int w, unsigned int ps,
     error = gpu_parity_create(&cfg, &pc, err, sizeof err);
     if (error) {
         fail_msg("create k=%u m=%u w=%u ps=%u on %s: %s (%s)", k, m, w, ps,
+                 gpu_parity_backend_name(be), gpu_parity_strerror(error),
+                 err);
+    }
+    assert_int_equal(gpu_parity_backend(pc), be);
+    return pc;
+}
+
+/* A GF8-code coder; 'portable' forces the portable CPU code. */
+static struct gpu_parity *
+make_coder_gf8(unsigned int k, unsigned int m, unsigned int ps,
+               enum gpu_parity_backend be, bool portable)
+{
+    struct gpu_parity_config cfg;
+    struct gpu_parity *pc = NULL;
+    char err[256];
+    int error;
+
+    gpu_parity_config_init(&cfg, k, m);
+    cfg.code = GPU_PARITY_CODE_GF8;
+    cfg.packetsize = ps;
+    cfg.backend = be;
+    cfg.portable = portable;
+    error = gpu_parity_create(&cfg, &pc, err, sizeof err);
+    if (error) {
+        fail_msg("create gf8 k=%u m=%u ps=%u on %s: %s (%s)", k, m, ps,
                  gpu_parity_backend_name(be), gpu_parity_strerror(error),
                  err);
     }
@@ -846,13 +878,16 @@ test_packets(void **state)
     unsigned int groups = 0, rebuilt = 0;
 
     (void) state;
-    for (int b = 0; b < n_backends; b++) {
+    for (int b = 0; b < 2 * n_backends; b++) {
         struct rng r = rng_for(8, b);
+        /* Both codes, the GF8 code on the CPU with and without ISA-L. */
+        bool gf8 = b >= n_backends;
 
         for (int g = 0; g < 60; g++) {
             unsigned int k = 1 + rng_below(&r, 12), m = 1 + rng_below(&r, 4);
             unsigned int w = min_w(k + m) + rng_below(&r, 2);
             unsigned int ps = 8 << rng_below(&r, 2), n = k + m;
+            unsigned int unit;
             struct gpu_parity *pc;
             uint8_t *pkts[GPU_PARITY_MAX_CHUNKS], *par[GPU_PARITY_MAX_CHUNKS];
             uint8_t *out[GPU_PARITY_MAX_CHUNKS];
@@ -865,7 +900,10 @@ test_packets(void **state)
             if (w > GPU_PARITY_MAX_W) {
                 w = GPU_PARITY_MAX_W;
             }
-            pc = make_coder(k, m, w, ps, backends[b]);
+            pc = (gf8 ? make_coder_gf8(k, m, ps, backends[b % n_backends],
+                                       g % 2)
+                  : make_coder(k, m, w, ps, backends[b]));
+            unit = gf8 ? ps : w * ps;
             for (unsigned int i = 0; i < k; i++) {
                 /* Empty, tiny, and up to jumbo-ish. */
                 lens[i] = rng_below(&r, 4) ? rng_below(&r, 1600)
@@ -876,7 +914,8 @@ test_packets(void **state)
             }
             room = gpu_parity_pkt_chunk_size(pc, max_len);
             assert_true(room >= max_len + 2);
-            assert_int_equal(room % (w * ps), 0);
+            assert_int_equal(room % unit, 0);
+            assert_true(room < max_len + 2 + unit);
             for (unsigned int j = 0; j < m; j++) {
                 par[j] = malloc(room);
             }
@@ -928,7 +967,7 @@ test_packets(void **state)
             /* Parity packets of different lengths are refused. */
             if (lost <= m && m >= 2 && lost == 0) {
                 rx[0] = NULL;
-                rx_lens[k + 1] = cs - w * ps;
+                rx_lens[k + 1] = cs - unit;
                 assert_int_equal(gpu_parity_pkt_decode(pc, rx, rx_lens, out,
                                                        out_lens),
                                  GPU_PARITY_ERR_PACKET);
@@ -1063,6 +1102,218 @@ test_groups_side_by_side(void **state)
                   n_groups);
 }
 
+/* ---- The GF8 code against a plain GF(2^8) product, and ISA-L. ---- */
+
+/* GF(2^8) with ISA-L's polynomial 0x11d, bit by bit. */
+static uint8_t
+ref_gf8_mul(uint8_t a, uint8_t b)
+{
+    unsigned int p = 0, x = a;
+
+    for (int bit = 0; bit < 8; bit++) {
+        if (b & (1u << bit)) {
+            p ^= x;
+        }
+        x <<= 1;
+        if (x & 0x100) {
+            x ^= 0x11d;
+        }
+    }
+    return p;
+}
+
+static uint8_t
+ref_gf8_inv(uint8_t a)
+{
+    for (unsigned int x = 1; x < 256; x++) {
+        if (ref_gf8_mul(a, x) == 1) {
+            return x;
+        }
+    }
+    fail_msg("%u has no inverse", a);
+    return 0;
+}
+
+/* The parity by definition: ISA-L's gf_gen_cauchy1_matrix() rows
+ * c[j][i] = 1 / ((k + j) ^ i), then a matrix product byte by byte. */
+static void
+ref_gf8_encode(unsigned int k, unsigned int m, uint8_t *const *data,
+               uint8_t *const *parity, size_t size)
+{
+    for (unsigned int j = 0; j < m; j++) {
+        memset(parity[j], 0, size);
+        for (unsigned int i = 0; i < k; i++) {
+            uint8_t c = ref_gf8_inv((k + j) ^ i);
+
+            for (size_t x = 0; x < size; x++) {
+                parity[j][x] ^= ref_gf8_mul(c, data[i][x]);
+            }
+        }
+    }
+}
+
+static void
+check_gf8_code(struct rng *r, enum gpu_parity_backend be, bool portable,
+               bool large)
+{
+    unsigned int m = rng_below(r, 4) ? 1 + rng_below(r, 6)
+                                     : 1 + rng_below(r, 40);
+    unsigned int k = rng_below(r, 4) ? 1 + rng_below(r, 24)
+                                     : 1 + rng_below(r, 256 - m);
+    unsigned int ps = random_packetsize(r);
+    size_t size = large ? ((1u << 20) / k / ps + 1) * ps
+                        : ps * (1 + rng_below(r, 40));
+    struct gpu_parity *pc = make_coder_gf8(k, m, ps, be, portable);
+    const char *impl = (be == GPU_PARITY_BACKEND_CUDA ? "CUDA"
+                        : portable || !gpu_parity_isal_built() ? "portable"
+                        : "ISA-L");
+    const int *mat = gpu_parity_matrix(pc);
+    struct stripe s, ref;
+    uint8_t *saved;
+    int ids[GPU_PARITY_MAX_CHUNKS];
+    unsigned int ne = rng_below(r, 3) ? 1 + rng_below(r, m) : m;
+
+    assert_string_equal(gpu_parity_impl(pc), impl);
+    assert_null(gpu_parity_bitmatrix(pc));
+    for (unsigned int j = 0; j < m; j++) {
+        for (unsigned int i = 0; i < k; i++) {
+            assert_int_equal(mat[j * k + i], ref_gf8_inv((k + j) ^ i));
+        }
+    }
+
+    stripe_init(&s, k, m, size);
+    stripe_init(&ref, k, m, size);
+    fill_random(r, s.mem, (size_t) (k + m) * size);
+    memcpy(ref.mem, s.mem, (size_t) k * size);
+    assert_int_equal(gpu_parity_encode(pc, (const uint8_t *const *) s.data,
+                                       s.parity, size), GPU_OK);
+    ref_gf8_encode(k, m, ref.data, ref.parity, size);
+    if (memcmp(s.mem, ref.mem, (size_t) (k + m) * size)) {
+        fail_msg("gf8 k=%u m=%u ps=%u size=%zu on %s (%s): parity differs "
+                 "from the reference (GPU_TEST_SEED=0x%016" PRIx64 ")", k, m,
+                 ps, size, gpu_parity_backend_name(be), impl, master_seed);
+    }
+#ifdef HAVE_ISAL
+    {
+        /* ISA-L's own matrix and encoder. */
+        uint8_t *a = malloc((size_t) (k + m) * k);
+        uint8_t *tbls = malloc((size_t) 32 * k * m);
+
+        gf_gen_cauchy1_matrix(a, k + m, k);
+        ec_init_tables(k, m, &a[(size_t) k * k], tbls);
+        ec_encode_data(size, k, m, tbls, ref.data, ref.parity);
+        if (memcmp(s.mem, ref.mem, (size_t) (k + m) * size)) {
+            fail_msg("gf8 k=%u m=%u ps=%u size=%zu on %s (%s): parity "
+                     "differs from ISA-L's (GPU_TEST_SEED=0x%016" PRIx64
+                     ")", k, m, ps, size, gpu_parity_backend_name(be), impl,
+                     master_seed);
+        }
+        free(a);
+        free(tbls);
+    }
+#endif
+
+    saved = malloc((size_t) (k + m) * size);
+    memcpy(saved, s.mem, (size_t) (k + m) * size);
+    for (unsigned int j = 0; j < ne; j++) {
+        unsigned int id;
+        bool again;
+
+        do {
+            id = rng_below(r, k + m);
+            again = false;
+            for (unsigned int x = 0; x < j; x++) {
+                again |= ids[x] == (int) id;
+            }
+        } while (again);
+        ids[j] = id;
+        memset(chunk(&s, id), 0x5a, size);
+    }
+    assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, ids, ne, size),
+                     GPU_OK);
+    if (memcmp(s.mem, saved, (size_t) (k + m) * size)) {
+        fail_msg("gf8 k=%u m=%u ps=%u size=%zu on %s (%s): %u erasures not "
+                 "rebuilt (GPU_TEST_SEED=0x%016" PRIx64 ")", k, m, ps, size,
+                 gpu_parity_backend_name(be), impl, ne, master_seed);
+    }
+
+    /* Refusals: a size not a multiple of packetsize, too many erasures. */
+    if (size > ps) {
+        assert_int_equal(gpu_parity_encode(pc, (const uint8_t *const *)
+                                           s.data, s.parity, size - 8),
+                         ps == 8 ? GPU_OK : GPU_PARITY_ERR_SIZE);
+    }
+    if (k + m > m + 1) {
+        for (unsigned int j = 0; j <= m; j++) {
+            ids[j] = j;
+        }
+        assert_int_equal(gpu_parity_decode(pc, s.data, s.parity, ids, m + 1,
+                                           size),
+                         GPU_PARITY_ERR_TOO_MANY_ERASURES);
+    }
+    struct gpu_parity_stats st;
+    gpu_parity_get_stats(pc, &st);
+    assert_int_equal(st.n_fallbacks, 0);
+    free(saved);
+    stripe_destroy(&s);
+    stripe_destroy(&ref);
+    gpu_parity_destroy(pc);
+}
+
+static void
+test_gf8_oracle(void **state)
+{
+    unsigned int n = 0;
+
+    (void) state;
+    printf("  GF8 oracle: the reference product%s\n",
+           gpu_parity_isal_built() ? " and ISA-L" : " (no ISA-L here)");
+    for (int b = 0; b < n_backends; b++) {
+        /* The CPU with ISA-L (where built in) and with the portable
+         * code; CUDA once. */
+        for (int portable = 0; portable < 2; portable++) {
+            struct rng r = rng_for(20 + b, portable);
+
+            if (portable && backends[b] == GPU_PARITY_BACKEND_CUDA) {
+                continue;
+            }
+            for (int i = 0; i < 30; i++) {
+                check_gf8_code(&r, backends[b], portable, i < 2);
+                n++;
+            }
+        }
+    }
+
+    /* Parameters: k + m up to 256 whatever w says; unknown codes. */
+    struct gpu_parity_config cfg;
+    struct gpu_parity *pc = NULL;
+    char err[256];
+
+    gpu_parity_config_init(&cfg, 200, 57);
+    cfg.code = GPU_PARITY_CODE_GF8;
+    cfg.backend = GPU_PARITY_BACKEND_CPU;
+    assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err),
+                     GPU_PARITY_ERR_CODE);
+    gpu_parity_config_init(&cfg, 200, 56);
+    cfg.code = GPU_PARITY_CODE_GF8;
+    cfg.w = 3;
+    cfg.backend = GPU_PARITY_BACKEND_CPU;
+    assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err), GPU_OK);
+    gpu_parity_destroy(pc);
+    cfg.code = (enum gpu_parity_code) 7;
+    assert_int_equal(gpu_parity_create(&cfg, &pc, err, sizeof err),
+                     GPU_ERR_INVALID);
+
+    enum gpu_parity_code code;
+    assert_int_equal(gpu_parity_code_parse("gf8", &code), GPU_OK);
+    assert_int_equal(code, GPU_PARITY_CODE_GF8);
+    assert_int_equal(gpu_parity_code_parse("bitmatrix", &code), GPU_OK);
+    assert_int_equal(code, GPU_PARITY_CODE_BITMATRIX);
+    assert_int_equal(gpu_parity_code_parse("isal", &code), GPU_ERR_INVALID);
+    assert_string_equal(gpu_parity_code_name(GPU_PARITY_CODE_GF8), "gf8");
+    print_message("  %u GF8 codes encoded and decoded\n", n);
+}
+
 /* A random erasure list of up to m ids, distinct, in random order. */
 static size_t
 random_erasures(struct rng *r, unsigned int k, unsigned int m,
@@ -1090,7 +1341,9 @@ random_erasures(struct rng *r, unsigned int k, unsigned int m,
  * it was; bytes between and after the segments are never written; a bad
  * segment refuses the whole call before anything is written.  Random
  * codes, packetsizes, gaps, and erasures of up to m chunks, with the
- * asynchronous and the synchronous entry points. */
+ * asynchronous and the synchronous entry points; the bitmatrix code
+ * first, then the GF8 code (ISA-L or portable on the CPU), whose
+ * gpu_parity_decode() test_gf8_oracle checks against a reference. */
 static void
 test_decode_segments(void **state)
 {
@@ -1100,14 +1353,20 @@ test_decode_segments(void **state)
     for (int b = 0; b < n_backends; b++) {
         struct rng r = rng_for(10, b);
 
-        for (int c = 0; c < 60; c++) {
+        for (int c = 0; c < 90; c++) {
+            bool gf8 = c >= 60;
             unsigned int k, m, w;
 
             random_code(&r, 20, 1, &k, &m, &w);
             unsigned int ps = rng_below(&r, 2) ? 8 : random_packetsize(&r);
             unsigned int n = k + m, S = 1 + rng_below(&r, 24);
-            size_t unit = (size_t) w * ps, total = 0;
-            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            bool portable = (gf8 && backends[b] != GPU_PARITY_BACKEND_CUDA
+                             && rng_below(&r, 2));
+            size_t unit = (size_t) (gf8 ? 1 : w) * ps, total = 0;
+            struct gpu_parity *pc = (gf8 ? make_coder_gf8(k, m, ps,
+                                                          backends[b],
+                                                          portable)
+                                     : make_coder(k, m, w, ps, backends[b]));
             struct gpu_parity_segment segs[24];
             int erasures[24][GPU_PARITY_MAX_CHUNKS];
             uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];
@@ -1217,12 +1476,19 @@ test_decode_segments(void **state)
             for (unsigned int i = 0; i < n; i++) {
                 if (memcmp(got + (size_t) i * total,
                            want + (size_t) i * total, total)) {
-                    fail_msg("%s k=%u m=%u w=%u ps=%u %u segments: chunk "
-                             "%u differs from each segment decoded alone",
-                             gpu_parity_backend_name(backends[b]), k, m, w,
-                             ps, S, i);
+                    fail_msg("%s %s k=%u m=%u w=%u ps=%u %u segments: "
+                             "chunk %u differs from each segment decoded "
+                             "alone (GPU_TEST_SEED=0x%016" PRIx64 ")",
+                             gpu_parity_backend_name(backends[b]),
+                             gf8 ? gpu_parity_impl(pc) : "bitmatrix", k, m,
+                             w, ps, S, i, master_seed);
                 }
             }
+            /* Coded where asked, not by a fallback that would hide a
+             * broken device path. */
+            struct gpu_parity_stats st;
+            gpu_parity_get_stats(pc, &st);
+            assert_int_equal(st.n_fallbacks, 0);
             free(orig);
             gpu_host_free(got);
             free(want);
@@ -1274,6 +1540,7 @@ main(void)
         cmocka_unit_test(test_auto_backend),
         cmocka_unit_test(test_packets),
         cmocka_unit_test(test_groups_side_by_side),
+        cmocka_unit_test(test_gf8_oracle),
         cmocka_unit_test(test_decode_segments),
     };
     const char *filter = getenv("GPU_TEST_FILTER");

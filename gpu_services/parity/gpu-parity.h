@@ -35,6 +35,19 @@
  * Chunk ids: 0 .. k-1 are the data chunks, k .. k+m-1 the parity chunks
  * (Jerasure's numbering).
  *
+ * A second code, GPU_PARITY_CODE_GF8, is ISA-L's: byte symbols over
+ * GF(2^8) (polynomial 0x11d), parity byte x of parity chunk j the sum over
+ * the data chunks i of c[j][i] * data[i][x], with the Cauchy coefficients
+ * of ISA-L's gf_gen_cauchy1_matrix(): c[j][i] = 1 / ((k + j) ^ i).  It
+ * has no w and no blocks: every byte is coded alone, so a chunk is any
+ * multiple of 'packetsize' bytes.  Its parity bytes equal ISA-L's
+ * ec_encode_data() with that matrix.  The CPU backend codes it with ISA-L
+ * where this library was built with it (ec_encode_data: split-nibble
+ * tables in vector registers, about three times the bitmatrix code's
+ * speed on one core), otherwise with portable C; the CUDA backend with a
+ * kernel of its own.  The two codes' parity differs: encoder and decoder
+ * must use the same code (the FEC services name it on the wire).
+ *
  * Errors are the negative codes of gpu-runtime.h plus the GPU_PARITY_ERR_*
  * below; gpu_parity_strerror() names them all.  No call ever returns
  * success with wrong data: bad parameters, more than m erasures and
@@ -91,6 +104,22 @@ enum gpu_parity_backend {
 
 const char *gpu_parity_backend_name(enum gpu_parity_backend);
 
+enum gpu_parity_code {
+    /* Jerasure's Cauchy bitmatrix code (w bits a symbol, XORs of
+     * packets). */
+    GPU_PARITY_CODE_BITMATRIX,
+    /* ISA-L's Cauchy Reed-Solomon code over GF(2^8) (byte symbols). */
+    GPU_PARITY_CODE_GF8,
+};
+
+/* "bitmatrix" or "gf8". */
+const char *gpu_parity_code_name(enum gpu_parity_code);
+/* Parses a code's name.  Returns GPU_OK or GPU_ERR_INVALID. */
+int gpu_parity_code_parse(const char *, enum gpu_parity_code *);
+
+/* True if this library was built with ISA-L (the CPU's GF(2^8) code). */
+bool gpu_parity_isal_built(void);
+
 /* Parses "auto", "cpu" or "cuda" (for environment variables and
  * settings).  Returns GPU_OK or GPU_ERR_INVALID. */
 int gpu_parity_backend_parse(const char *, enum gpu_parity_backend *);
@@ -98,8 +127,11 @@ int gpu_parity_backend_parse(const char *, enum gpu_parity_backend *);
 struct gpu_parity_config {
     unsigned int k;             /* Data chunks, >= 1. */
     unsigned int m;             /* Parity chunks, >= 1. */
-    unsigned int w;             /* Bits per symbol, 1 .. 8. */
-    unsigned int packetsize;    /* Bytes, a multiple of 8. */
+    enum gpu_parity_code code;
+    unsigned int w;             /* Bits per symbol, 1 .. 8 (GF8: set to
+                                 * 8 by gpu_parity_create()). */
+    unsigned int packetsize;    /* Bytes, a multiple of 8.  GF8: chunk
+                                 * sizes are multiples of it. */
     enum gpu_parity_backend backend;
     int device;                 /* CUDA device index. */
 
@@ -107,11 +139,16 @@ struct gpu_parity_config {
      * (gpu_parity_resubmit()) with events on the stream, into
      * gpu_parity_stats.kernel_ns. */
     bool profile;
+
+    /* GF8 code on the CPU (the CPU backend, or the CUDA backend's
+     * fallback): portable C even where ISA-L is built in (tests,
+     * benchmarks). */
+    bool portable;
 };
 
-/* k and m as given; w the smallest with k + m <= 2^w (it does the least
- * work: XORs grow with w); packetsize 2048 (Jerasure's examples);
- * backend AUTO; device 0; no profiling. */
+/* k and m as given; code BITMATRIX; w the smallest with k + m <= 2^w (it
+ * does the least work: XORs grow with w); packetsize 2048 (Jerasure's
+ * examples); backend AUTO; device 0; no profiling; ISA-L where built. */
 void gpu_parity_config_init(struct gpu_parity_config *, unsigned int k,
                             unsigned int m);
 
@@ -139,19 +176,24 @@ void gpu_parity_destroy(struct gpu_parity *);
  * it was chosen ("asked for", or why CUDA was not usable). */
 enum gpu_parity_backend gpu_parity_backend(const struct gpu_parity *);
 const char *gpu_parity_backend_why(const struct gpu_parity *);
+/* What codes: "ISA-L" (GF8 code on the CPU with ISA-L), "portable" (C on
+ * the CPU) or "CUDA". */
+const char *gpu_parity_impl(const struct gpu_parity *);
 void gpu_parity_get_config(const struct gpu_parity *,
                            struct gpu_parity_config *);
 
 /* The m x k coding matrix over GF(2^w), row-major (element [j][i] at
  * j*k + i), and the (m*w) x (k*w) bitmatrix, row-major, one int (0 or 1)
- * per entry: the same arrays as Jerasure's. */
+ * per entry: the same arrays as Jerasure's.  The GF8 code has a matrix
+ * over GF(2^8) (ISA-L's rows k .. k+m-1) and no bitmatrix (NULL). */
 const int *gpu_parity_matrix(const struct gpu_parity *);
 const int *gpu_parity_bitmatrix(const struct gpu_parity *);
 
 /* ---- Synchronous coding. ---- */
 
 /* Computes parity[0 .. m-1] from data[0 .. k-1], each 'size' bytes
- * ('size' a multiple of w * packetsize).  Safe from several threads. */
+ * ('size' a multiple of w * packetsize; GF8: of packetsize).  Safe from
+ * several threads. */
 int gpu_parity_encode(struct gpu_parity *, const uint8_t *const *data,
                       uint8_t *const *parity, size_t size);
 
@@ -232,7 +274,8 @@ bool gpu_parity_cuda_available(void);
  * parity packets; their common length is the chunk size, so a receiver
  * learns it from any parity packet.  Because the lengths are coded with
  * the bytes, a rebuilt packet comes back with its original length and
- * parity packets carry nothing else.  Use a small packetsize (8 or 16) so
+ * parity packets carry nothing else.  (GF8 code: rounded up to a multiple
+ * of packetsize.)  Use a small packetsize (8 or 16) so
  * that the padding stays small. */
 
 #define GPU_PARITY_PKT_MAX_LEN 65535
@@ -273,20 +316,20 @@ int gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size);
 
 /* ---- Several groups in one call. ----
  *
- * Coding works on each block of w * packetsize bytes of the chunks
- * independently: block b of a parity chunk depends only on block b of the
- * data chunks.  So the chunks of several groups of one code (k, m) can be
- * coded (and rebuilt, if they lost the same chunks) in one call by laying
- * them side by side: chunk i of the call is chunk i of the first group,
- * then chunk i of the second, and so on, each group's chunk size its own
- * (a multiple of w * packetsize); every group's parity is then at the
+ * Coding works on each block of w * packetsize bytes (GF8: packetsize) of
+ * the chunks independently: block b of a parity chunk depends only on
+ * block b of the data chunks.  So the chunks of several groups of one
+ * code (k, m) can be coded (and rebuilt, if they lost the same chunks) in
+ * one call by laying them side by side: chunk i of the call is chunk i
+ * of the first group, then chunk i of the second, and so on, each group's
+ * chunk size its own (a multiple of w * packetsize); every group's parity is then at the
  * same place in the call's parity chunks.  tests/test-parity.c checks
  * this against coding each group alone.
  *
  * Groups that lost different chunks are rebuilt in one call by segments:
  * each group is a segment of the call's chunks with its own erasure list
  * (so its own decoding matrix), and the call rebuilds every segment's
- * erased chunks. */
+ * erased chunks.  Both codes, on every backend. */
 
 /* A segment of a decode with segments: bytes [offset, offset + size) of
  * every chunk, which lost the chunks 'erasures[0 .. n_erasures)' (ids 0 ..
@@ -295,8 +338,9 @@ int gpu_parity_pkt_from_chunk(const uint8_t *chunk, size_t chunk_size);
  * are (a packet decoder wants only its data back, and lists as erased the
  * survivors it did not copy). */
 struct gpu_parity_segment {
-    size_t offset;              /* A multiple of w * packetsize. */
-    size_t size;                /* A nonzero multiple of w * packetsize. */
+    /* Multiples of w * packetsize (GF8: of packetsize); size nonzero. */
+    size_t offset;
+    size_t size;
     const int *erasures;
     size_t n_erasures;
     bool data_only;

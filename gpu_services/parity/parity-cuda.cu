@@ -47,6 +47,20 @@
  * accumulate into the outputs; more output rows than fit in registers, in
  * several launches that each read the inputs again.
  *
+ * The GF8 code (byte symbols over GF(2^8)) has a kernel of its own,
+ * gf8_kernel: one thread per 16-byte (or 8-byte) column of the chunks, as
+ * above, multiplying each input word by every output's coefficient with
+ * the split-nibble tables of parity-inline.h, which a block first copies
+ * into shared memory (32 bytes a coefficient: a warp's lookups of one
+ * table fall in 8 banks and are broadcast).  The tables are copied to the
+ * device with each submission, ahead of the slices; a decode with
+ * segments stages every distinct plan's in one buffer and copies them in
+ * at once.  The kernel reads and writes chunks through slot maps, so a
+ * segment's plan names its chunks by id as the XOR kernel's rows do.
+ * Outputs are done up
+ * to GF8_MAX_OUT a launch, fewer where k inputs' tables would not fit in
+ * GF8_SHARED bytes.
+ *
  * End to end, a submission is cut into slices of whole blocks; slice s
  * runs on internal stream s % N_STREAMS (copy in, kernel, copy out), so
  * one slice's copy in overlaps another's copy out and kernel, and the
@@ -70,6 +84,9 @@
 #define SLICE_BYTES (1u << 20)
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
+
+#define GF8_MAX_OUT 8
+#define GF8_SHARED (32 * 1024)
 
 struct kargs {
     const uint8_t *in_row[MAX_IN_ROWS];     /* Row 0 of block 0. */
@@ -236,6 +253,115 @@ xor_kernel(const __grid_constant__ struct kargs a)
     }
 }
 
+/* ---- The GF8 code's kernel. ---- */
+
+struct gf8_args {
+    /* Input i at base + in_slot[i] * stride, output o (of this launch)
+     * at base + out_slot[o] * stride: a decode with segments reads and
+     * writes chunks by id. */
+    uint8_t *base;
+    const uint8_t *tables;      /* This launch's: [o][i], 32 bytes. */
+    uint64_t stride;
+    uint64_t col_begin, n_cols; /* In words of V. */
+    uint32_t n_in, n_out;
+    uint8_t in_slot[GPU_PARITY_MAX_CHUNKS];
+    uint8_t out_slot[GF8_MAX_OUT];
+};
+
+HD void
+gf8_step(uint4 &acc, const uint4 &v, const uint8_t *tbl)
+{
+    acc.x = gpu_parity_gf8_step32(acc.x, v.x, tbl);
+    acc.y = gpu_parity_gf8_step32(acc.y, v.y, tbl);
+    acc.z = gpu_parity_gf8_step32(acc.z, v.z, tbl);
+    acc.w = gpu_parity_gf8_step32(acc.w, v.w, tbl);
+}
+
+HD void
+gf8_step(uint2 &acc, const uint2 &v, const uint8_t *tbl)
+{
+    acc.x = gpu_parity_gf8_step32(acc.x, v.x, tbl);
+    acc.y = gpu_parity_gf8_step32(acc.y, v.y, tbl);
+}
+
+/* Every output's word of column 'col' (of this launch), with the tables
+ * at 'tables' (shared memory on the device). */
+template <int R, typename V>
+HD void
+gf8_column(const struct gf8_args &a, const uint8_t *tables, uint64_t col)
+{
+    const uint64_t off = (a.col_begin + col) * sizeof(V);
+    V acc[R];
+
+UNROLL
+    for (int o = 0; o < R; o++) {
+        zero(acc[o]);
+    }
+    for (uint32_t i = 0; i < a.n_in; i++) {
+        V v = load<V>(a.base + a.stride * a.in_slot[i] + off);
+
+UNROLL
+        for (int o = 0; o < R; o++) {
+            if (o < (int) a.n_out) {
+                gf8_step(acc[o], v, tables + ((size_t) o * a.n_in + i) * 32);
+            }
+        }
+    }
+UNROLL
+    for (int o = 0; o < R; o++) {
+        if (o < (int) a.n_out) {
+            store<V>(a.base + a.stride * a.out_slot[o] + off, acc[o]);
+        }
+    }
+}
+
+template <int R, typename V>
+__global__ void __launch_bounds__(THREADS)
+gf8_kernel(const __grid_constant__ struct gf8_args a)
+{
+    extern __shared__ uint32_t gf8_shared[];
+    const uint32_t *src = (const uint32_t *) a.tables;
+    uint32_t n_words = a.n_out * a.n_in * 32 / 4;
+    uint64_t col = (uint64_t) blockIdx.x * THREADS + threadIdx.x;
+
+    for (uint32_t x = threadIdx.x; x < n_words; x += THREADS) {
+        gf8_shared[x] = src[x];
+    }
+    __syncthreads();
+    if (col < a.n_cols) {
+        gf8_column<R, V>(a, (const uint8_t *) gf8_shared, col);
+    }
+}
+
+template <int R, typename V>
+static cudaError_t
+gf8_launch1(const struct gf8_args *a, cudaStream_t st, bool emulate_)
+{
+    unsigned int blocks = (a->n_cols + THREADS - 1) / THREADS;
+    size_t shared = (size_t) a->n_out * a->n_in * 32;
+
+    if (emulate_) {
+        for (uint64_t col = 0; col < a->n_cols; col++) {
+            gf8_column<R, V>(*a, a->tables, col);
+        }
+        return cudaSuccess;
+    }
+    gf8_kernel<R, V><<<blocks, THREADS, shared, st>>>(*a);
+    return cudaGetLastError();
+}
+
+template <typename V>
+static cudaError_t
+gf8_launch(const struct gf8_args *a, cudaStream_t st, bool emulate_)
+{
+    switch (a->n_out) {
+    case 1: return gf8_launch1<1, V>(a, st, emulate_);
+    case 2: return gf8_launch1<2, V>(a, st, emulate_);
+    case 3: case 4: return gf8_launch1<4, V>(a, st, emulate_);
+    default: return gf8_launch1<GF8_MAX_OUT, V>(a, st, emulate_);
+    }
+}
+
 /* ---- Launching. ---- */
 
 /* Set once by the probe: run the kernels on the host (tests only). */
@@ -352,8 +478,25 @@ unit_for(const struct parity_plan *p, unsigned int packetsize)
 
 /* ---- Coder and batches. ---- */
 
+/* Bytes of a block, the unit a submission's size is a multiple of: w
+ * packets, or for the GF8 code (bytes coded alone) one. */
+static size_t
+block_bytes(const struct gpu_parity *pc)
+{
+    return (size_t) (pc->cfg.code == GPU_PARITY_CODE_GF8 ? 1 : pc->cfg.w)
+           * pc->cfg.packetsize;
+}
+
 struct cuda_batch {
     uint8_t *d_base;            /* (k + m) chunks, 'stride' bytes apart. */
+    uint8_t *d_tables;          /* GF8 code: a plan's tables... */
+    /* ...or with segments, every distinct plan's, staged in 'h_tables'
+     * and copied in at once; segment s's at d_tables + seg_table[s].
+     * Both buffers 'tables_cap' bytes. */
+    uint8_t *h_tables;
+    size_t tables_cap;
+    size_t *seg_table;
+    size_t seg_table_cap;
     size_t stride;
     cudaStream_t streams[N_STREAMS];
     cudaEvent_t start, slice_done[N_STREAMS], done;
@@ -419,8 +562,11 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     if (!c) {
         return;
     }
+    free(c->h_tables);
+    free(c->seg_table);
     if (emulate) {
         free(c->d_base);
+        free(c->d_tables);
         free(c);
         b->pdata = NULL;
         return;
@@ -447,6 +593,7 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
         cudaEventDestroy(c->done);
     }
     cudaFree(c->d_base);
+    cudaFree(c->d_tables);
     cudaGetLastError();
     free(c);
     b->pdata = NULL;
@@ -464,14 +611,23 @@ cuda_batch_init(struct gpu_parity_batch *b)
     }
     b->pdata = c;
     c->stride = (b->max_size + 255) / 256 * 256;
+    /* A decode plan has at most m outputs of k inputs. */
+    size_t tables = (cfg->code == GPU_PARITY_CODE_GF8
+                     ? (size_t) cfg->k * cfg->m * 32 : 0);
+    c->tables_cap = tables;
     if (emulate) {
         c->d_base = (uint8_t *) malloc(c->stride * (cfg->k + cfg->m));
-        return c->d_base ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
+        c->d_tables = tables ? (uint8_t *) malloc(tables) : NULL;
+        return c->d_base && (!tables || c->d_tables)
+               ? GPU_OK : GPU_ERR_DEVICE_NOMEM;
     }
     error = CK(cudaSetDevice(cfg->device));
     if (!error) {
         error = CK(cudaMalloc((void **) &c->d_base,
                               c->stride * (cfg->k + cfg->m)));
+    }
+    if (!error && tables) {
+        error = CK(cudaMalloc((void **) &c->d_tables, tables));
     }
     for (i = 0; !error && i < N_STREAMS; i++) {
         error = CK(cudaStreamCreateWithFlags(&c->streams[i],
@@ -498,14 +654,55 @@ cuda_batch_init(struct gpu_parity_batch *b)
     return error;
 }
 
+/* apply_plan() for the GF8 code, whose blocks are packets, with the
+ * plan's tables at 'tables' on the device. */
+static cudaError_t
+apply_gf8(struct gpu_parity_batch *b, const struct parity_plan *p,
+          const int *in_slot, const int *out_slot, const uint8_t *tables,
+          size_t b0, size_t b1, cudaStream_t st)
+{
+    struct cuda_batch *c = cb(b);
+    unsigned int ps = b->coder->cfg.packetsize;
+    unsigned int unit = ps % 16 ? 8 : 16;
+    unsigned int per = GF8_SHARED / (32 * p->n_in);
+    cudaError_t e = cudaSuccess;
+    struct gf8_args a;
+
+    per = per < 1 ? 1 : per > GF8_MAX_OUT ? GF8_MAX_OUT : per;
+    for (unsigned int o0 = 0; o0 < p->n_out && e == cudaSuccess;
+         o0 += per) {
+        memset(&a, 0, sizeof a);
+        a.base = c->d_base;
+        a.tables = tables + (size_t) o0 * p->n_in * 32;
+        a.stride = c->stride;
+        a.col_begin = (uint64_t) b0 * ps / unit;
+        a.n_cols = (uint64_t) (b1 - b0) * ps / unit;
+        a.n_in = p->n_in;
+        a.n_out = p->n_out - o0 < per ? p->n_out - o0 : per;
+        for (unsigned int i = 0; i < p->n_in; i++) {
+            a.in_slot[i] = in_slot[i];
+        }
+        for (unsigned int o = 0; o < a.n_out; o++) {
+            a.out_slot[o] = out_slot[o0 + o];
+        }
+        e = (unit == 16 ? gf8_launch<uint4>(&a, st, emulate)
+             : gf8_launch<uint2>(&a, st, emulate));
+    }
+    return e;
+}
+
 /* Launches the kernels that apply plan 'p' to the columns of blocks [b0,
  * b1) on 'st': its input i in device chunk slot in_slot[i], its output o
- * in slot out_slot[o]. */
+ * in slot out_slot[o]; a GF8 plan's tables at 'tables' on the device. */
 static cudaError_t
 apply_plan(struct gpu_parity_batch *b, const struct parity_plan *p,
-           const int *in_slot, const int *out_slot, size_t b0, size_t b1,
-           cudaStream_t st)
+           const int *in_slot, const int *out_slot, const uint8_t *tables,
+           size_t b0, size_t b1, cudaStream_t st)
 {
+    if (p->code == GPU_PARITY_CODE_GF8) {
+        return apply_gf8(b, p, in_slot, out_slot, tables, b0, b1, st);
+    }
+
     struct cuda_batch *c = cb(b);
     unsigned int ps = b->coder->cfg.packetsize, w = p->w;
     unsigned int unit = unit_for(p, ps);
@@ -576,7 +773,8 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
     for (unsigned int o = 0; o < p->n_out; o++) {
         out_slot[o] = p->n_in + o;
     }
-    return apply_plan(b, p, in_slot, out_slot, b0, b1, st);
+    return apply_plan(b, p, in_slot, out_slot, cb(b)->d_tables, b0, b1,
+                      st);
 }
 
 /* A decode with segments: chunk id i in slot i.  Consecutive segments
@@ -585,23 +783,27 @@ apply_blocks(struct gpu_parity_batch *b, size_t b0, size_t b1,
 static cudaError_t
 apply_segments(struct gpu_parity_batch *b, cudaStream_t st)
 {
-    size_t block = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
+    struct cuda_batch *c = cb(b);
+    size_t block = block_bytes(b->coder);
     cudaError_t e = cudaSuccess;
 
     for (size_t s = 0; s < b->n_segs && e == cudaSuccess; ) {
         const struct parity_plan *p = b->segs[s].plan;
         size_t b0 = b->segs[s].offset / block, b1;
+        const uint8_t *tables;
 
         if (!p) {
             s++;
             continue;
         }
+        tables = (p->code == GPU_PARITY_CODE_GF8
+                  ? c->d_tables + c->seg_table[s] : NULL);
         b1 = (b->segs[s].offset + b->segs[s].size) / block;
         for (s++; s < b->n_segs && b->segs[s].plan == p
                   && b->segs[s].offset / block == b1; s++) {
             b1 = (b->segs[s].offset + b->segs[s].size) / block;
         }
-        e = apply_plan(b, p, p->in_ids, p->out_ids, b0, b1, st);
+        e = apply_plan(b, p, p->in_ids, p->out_ids, tables, b0, b1, st);
     }
     return e;
 }
@@ -631,6 +833,87 @@ xwait_event(cudaStream_t st, cudaEvent_t e)
     return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
 }
 
+/* GF8 code, a decode with segments: stages every distinct plan's tables
+ * in 'h_tables', growing both table buffers as needed, and notes where
+ * each segment's lie; returns their bytes in '*total'. */
+static int
+stage_gf8_tables(struct gpu_parity_batch *b, size_t *total)
+{
+    struct cuda_batch *c = cb(b);
+    size_t n = 0;
+
+    if (b->n_segs > c->seg_table_cap) {
+        size_t *st = (size_t *) realloc(c->seg_table,
+                                        b->n_segs * sizeof *st);
+
+        if (!st) {
+            return GPU_ERR_NOMEM;
+        }
+        c->seg_table = st;
+        c->seg_table_cap = b->n_segs;
+    }
+    /* Where each distinct plan goes: the first segment using it. */
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+        size_t t;
+
+        c->seg_table[s] = 0;
+        if (!p) {
+            continue;
+        }
+        for (t = 0; t < s && b->segs[t].plan != p; t++) {
+            continue;
+        }
+        if (t < s) {
+            c->seg_table[s] = c->seg_table[t];
+            continue;
+        }
+        c->seg_table[s] = n;
+        n += (size_t) p->n_out * p->n_in * 32;
+    }
+    if (n > c->tables_cap) {
+        uint8_t *h = (uint8_t *) realloc(c->h_tables, n);
+        uint8_t *d = NULL;
+
+        if (!h) {
+            return GPU_ERR_NOMEM;
+        }
+        c->h_tables = h;
+        /* The batch is idle: nothing on the device reads the old one. */
+        if (emulate) {
+            d = (uint8_t *) malloc(n);
+        } else if (cudaMalloc((void **) &d, n) != cudaSuccess) {
+            cudaGetLastError();
+            d = NULL;
+        }
+        if (!d) {
+            return GPU_ERR_DEVICE_NOMEM;
+        }
+        if (emulate) {
+            free(c->d_tables);
+        } else {
+            cudaFree(c->d_tables);
+        }
+        c->d_tables = d;
+        c->tables_cap = n;
+    } else if (n && !c->h_tables) {
+        c->h_tables = (uint8_t *) malloc(c->tables_cap);
+        if (!c->h_tables) {
+            return GPU_ERR_NOMEM;
+        }
+    }
+    for (size_t s = 0; s < b->n_segs; s++) {
+        const struct parity_plan *p = b->segs[s].plan;
+
+        if (p) {
+            memcpy(c->h_tables + c->seg_table[s], p->tables,
+                   (size_t) p->n_out * p->n_in * 32);
+        }
+    }
+    *total = n;
+    return GPU_OK;
+}
+
 /* A decode with segments, on internal stream 0 (a packet decoder's call
  * is far below SLICE_BYTES a chunk, so slicing would gain nothing): the
  * chunks any segment reads or writes are copied in over the segments'
@@ -645,9 +928,15 @@ submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
     bool read[GPU_PARITY_MAX_CHUNKS] = { false };
     bool written[GPU_PARITY_MAX_CHUNKS] = { false };
     cudaStream_t st = c->streams[0];
-    size_t lo = SIZE_MAX, hi = 0;
+    size_t lo = SIZE_MAX, hi = 0, tables = 0;
     int error;
 
+    if (b->coder->cfg.code == GPU_PARITY_CODE_GF8) {
+        error = stage_gf8_tables(b, &tables);
+        if (error) {
+            return error;
+        }
+    }
     for (size_t s = 0; s < b->n_segs; s++) {
         const struct parity_plan *p = b->segs[s].plan;
 
@@ -666,6 +955,12 @@ submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
     error = CK(xrecord(c->start, user));
     if (!error) {
         error = CK(xwait_event(st, c->start));
+    }
+    if (!error && tables) {
+        /* The staging buffer is pageable: the copy has taken it when
+         * this returns, so the next submission may overwrite it. */
+        error = CK(xcopy(c->d_tables, c->h_tables, tables,
+                         cudaMemcpyHostToDevice, st));
     }
     for (unsigned int i = 0; !error && i < n; i++) {
         if (read[i] || written[i]) {
@@ -700,7 +995,7 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
 {
     struct cuda_batch *c = cb(b);
     const struct parity_plan *p = b->plan;
-    size_t block = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
+    size_t block = block_bytes(b->coder);
     size_t n_blocks = b->size / block, per, s0;
     cudaStream_t user;
     unsigned int n_slices, s, i, used;
@@ -747,6 +1042,12 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
         }
         goto fail;
     }
+    if (p->code == GPU_PARITY_CODE_GF8) {
+        /* Ahead of the slices, which wait for 'start' on 'user'. */
+        error = CK(xcopy(c->d_tables, p->tables,
+                         (size_t) p->n_out * p->n_in * 32,
+                         cudaMemcpyHostToDevice, user));
+    }
     n_slices = b->size / SLICE_BYTES;
     n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
                                                         : n_slices;
@@ -756,7 +1057,9 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     per = (n_blocks + n_slices - 1) / n_slices;
     used = n_slices < N_STREAMS ? n_slices : N_STREAMS;
 
-    error = CK(xrecord(c->start, user));
+    if (!error) {
+        error = CK(xrecord(c->start, user));
+    }
     for (s = 0; !error && s < used; s++) {
         error = CK(xwait_event(c->streams[s], c->start));
     }

@@ -85,4 +85,48 @@ gpu_parity_step64(uint64_t acc, uint64_t word, uint64_t mask)
     return acc ^ (word & mask);
 }
 
+/* ---- The GF8 code: byte symbols over GF(2^8). ----
+ *
+ * Multiplying byte x by a constant c is linear over GF(2), so
+ * c * x = c * (x & 15) ^ c * (x & 0xf0): a coefficient's "split-nibble"
+ * table is 32 bytes, c * n for n = 0 .. 15, then c * (n << 4) (ISA-L's
+ * layout without GFNI).  The CUDA kernel keeps them in shared memory,
+ * where a warp's lookups of one table fall in 8 banks, broadcast; the
+ * tests run it on the host too.  The portable CPU code bit-slices instead
+ * (GPU_PARITY_GF8_XTIME below). */
+GPU_PARITY_HD uint32_t
+gpu_parity_gf8_mul(const uint8_t *tbl, uint32_t x)
+{
+    return tbl[x & 15] ^ tbl[16 + ((x >> 4) & 15)];
+}
+
+/* The product of each of the four bytes of 'v' by the table's constant,
+ * XORed into 'acc': one step of a GF(2^8) row on a 32-bit lane. */
+GPU_PARITY_HD uint32_t
+gpu_parity_gf8_step32(uint32_t acc, uint32_t v, const uint8_t *tbl)
+{
+    return acc ^ (gpu_parity_gf8_mul(tbl, v)
+                  | gpu_parity_gf8_mul(tbl, v >> 8) << 8
+                  | gpu_parity_gf8_mul(tbl, v >> 16) << 16
+                  | gpu_parity_gf8_mul(tbl, v >> 24) << 24);
+}
+
+/* Every byte of 'V' times x (2) in GF(2^8): shifted left, and the
+ * polynomial's low byte 0x1d XORed into the bytes whose top bit fell out
+ * (AES's "xtime"), eight bytes a 64-bit lane with no carries between
+ * them: the top bits, moved to each byte's bit 0 as T, make a byte mask
+ * (T << 8) - T, exact byte by byte.  A macro, so that it serves a scalar
+ * and a GNU C vector of 64-bit lanes alike (SSE2 has no lane multiply). */
+#define GPU_PARITY_GF8_TOPS(V) (((V) >> 7) & 0x0101010101010101ull)
+#define GPU_PARITY_GF8_XTIME(V)                                         \
+    ((((V) & 0x7f7f7f7f7f7f7f7full) << 1)                               \
+     ^ (((GPU_PARITY_GF8_TOPS(V) << 8) - GPU_PARITY_GF8_TOPS(V))        \
+        & 0x1d1d1d1d1d1d1d1dull))
+
+GPU_PARITY_HD uint64_t
+gpu_parity_gf8_xtime64(uint64_t v)
+{
+    return GPU_PARITY_GF8_XTIME(v);
+}
+
 #endif /* parity-inline.h */

@@ -42,10 +42,19 @@ extern "C" {
 #endif
 
 struct parity_plan {
-    unsigned int w;
+    enum gpu_parity_code code;
+    unsigned int w;             /* GF8: 1 (one byte row a "block"). */
     unsigned int n_in, n_out;   /* Chunks. */
-    /* (n_out * w) x (n_in * w) over GF(2), row-major, one byte each. */
+    /* (n_out * w) x (n_in * w) over GF(2), row-major, one byte each.
+     * GF8: the n_out x n_in coefficients over GF(2^8). */
     uint8_t *bits;
+    /* GF8: per coefficient [o][i], at (o * n_in + i) * 32, its split-nibble
+     * table (parity-inline.h), for the CUDA kernel; and,
+     * with ISA-L, its ec_init_tables() of the coefficients (whose layout
+     * is ISA-L's own: GFNI machines take another). */
+    uint8_t *tables;
+    uint8_t *isal_tables;
+    bool isal;                  /* GF8 on the CPU codes with ISA-L. */
     /* For the CPU: the input rows of output row o are
      * srcs[src_start[o] .. src_start[o + 1]). */
     uint32_t *src_start;
@@ -96,6 +105,7 @@ struct gpu_parity_provider {
 
 struct gpu_parity {
     struct gpu_parity_config cfg;   /* backend: CPU or CUDA. */
+    bool isal;                      /* GF8 on the CPU with ISA-L. */
     char why[160];
     const struct gpu_parity_provider *prov;
     void *pdata;
@@ -148,6 +158,11 @@ void gpu_parity_cpu_apply(const struct parity_plan *, unsigned int packetsize,
                           const uint8_t *const *in, uint8_t *const *out,
                           size_t size);
 
+/* The GF8 part of gpu_parity_cpu_apply(). */
+void gpu_parity_cpu_apply_gf8(const struct parity_plan *,
+                              const uint8_t *const *in, uint8_t *const *out,
+                              size_t size);
+
 /* Codes the batch's current submission on the CPU, whatever its kind
  * (one plan, or segments): the CPU backend, and the CUDA backend's
  * fallback. */
@@ -169,6 +184,9 @@ unsigned int gpu_parity_gf_mul(unsigned int a, unsigned int b,
                                unsigned int w);
 unsigned int gpu_parity_gf_div(unsigned int a, unsigned int b,
                                unsigned int w);
+/* Fills 'tbl' (32 bytes) with the split-nibble table of 'c' over
+ * GF(2^8). */
+void gpu_parity_gf8_table(uint8_t c, uint8_t *tbl);
 /* Ones in the w x w bitmatrix of 'e' (Jerasure's cauchy_n_ones). */
 unsigned int gpu_parity_n_ones(unsigned int e, unsigned int w);
 

@@ -28,6 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef HAVE_ISAL
+#include <isa-l.h>
+#endif
+
 const char *
 gpu_parity_strerror(int status)
 {
@@ -58,6 +62,39 @@ gpu_parity_backend_name(enum gpu_parity_backend b)
     case GPU_PARITY_BACKEND_CUDA: return "cuda";
     }
     return "unknown";
+}
+
+const char *
+gpu_parity_code_name(enum gpu_parity_code code)
+{
+    switch (code) {
+    case GPU_PARITY_CODE_BITMATRIX: return "bitmatrix";
+    case GPU_PARITY_CODE_GF8: return "gf8";
+    }
+    return "unknown";
+}
+
+int
+gpu_parity_code_parse(const char *s, enum gpu_parity_code *code)
+{
+    if (s && !strcmp(s, "bitmatrix")) {
+        *code = GPU_PARITY_CODE_BITMATRIX;
+    } else if (s && !strcmp(s, "gf8")) {
+        *code = GPU_PARITY_CODE_GF8;
+    } else {
+        return GPU_ERR_INVALID;
+    }
+    return GPU_OK;
+}
+
+bool
+gpu_parity_isal_built(void)
+{
+#ifdef HAVE_ISAL
+    return true;
+#else
+    return false;
+#endif
 }
 
 int
@@ -104,7 +141,7 @@ gpu_parity_gf_mul(unsigned int a, unsigned int b, unsigned int w)
 }
 
 static unsigned int
-gf_inv(unsigned int a, unsigned int w)
+gf_inverse(unsigned int a, unsigned int w)
 {
     /* a^(2^w - 2): the multiplicative group has order 2^w - 1. */
     unsigned int r = 1, e = (1u << w) - 2;
@@ -122,7 +159,7 @@ gf_inv(unsigned int a, unsigned int w)
 unsigned int
 gpu_parity_gf_div(unsigned int a, unsigned int b, unsigned int w)
 {
-    return b ? gpu_parity_gf_mul(a, gf_inv(b, w), w) : 0;
+    return b ? gpu_parity_gf_mul(a, gf_inverse(b, w), w) : 0;
 }
 
 unsigned int
@@ -136,6 +173,15 @@ gpu_parity_n_ones(unsigned int e, unsigned int w)
         e = gpu_parity_gf_mul(e, 2, w);
     }
     return n;
+}
+
+void
+gpu_parity_gf8_table(uint8_t c, uint8_t *tbl)
+{
+    for (unsigned int n = 0; n < 16; n++) {
+        tbl[n] = gpu_parity_gf_mul(c, n, 8);
+        tbl[16 + n] = gpu_parity_gf_mul(c, n << 4, 8);
+    }
 }
 
 /* ---- The Cauchy matrix. ---- */
@@ -314,6 +360,8 @@ plan_free(struct parity_plan *p)
         free(p->bits);
         free(p->src_start);
         free(p->srcs);
+        free(p->tables);
+        free(p->isal_tables);
     }
 }
 
@@ -324,20 +372,50 @@ plan_destroy(struct parity_plan *p)
     free(p);
 }
 
-/* Allocates 'p''s arrays for n_out x n_in chunks of w rows. */
+/* Allocates 'p''s arrays for n_out x n_in chunks of w rows (GF8 code: w
+ * is 1 and 'bits' holds coefficients). */
 static int
-plan_alloc(struct parity_plan *p, unsigned int w, unsigned int n_in,
-           unsigned int n_out)
+plan_alloc(struct parity_plan *p, enum gpu_parity_code code, unsigned int w,
+           unsigned int n_in, unsigned int n_out)
 {
     size_t rows = (size_t) n_out * w, cols = (size_t) n_in * w;
 
+    p->code = code;
     p->w = w;
     p->n_in = n_in;
     p->n_out = n_out;
     p->bits = calloc(rows * cols + 1, 1);
     p->src_start = calloc(rows + 1, sizeof *p->src_start);
     p->srcs = calloc(rows * cols + 1, sizeof *p->srcs);
+    if (code == GPU_PARITY_CODE_GF8) {
+        p->tables = calloc(rows * cols * 32 + 1, 1);
+        p->isal_tables = calloc(rows * cols * 32 + 1, 1);
+        if (!p->tables || !p->isal_tables) {
+            return GPU_ERR_NOMEM;
+        }
+    }
     return p->bits && p->src_start && p->srcs ? GPU_OK : GPU_ERR_NOMEM;
+}
+
+/* GF8 code: the coefficients' tables, for the CUDA kernel, and ISA-L's
+ * if it codes on the CPU. */
+static void
+plan_finish_gf8(struct parity_plan *p, bool isal)
+{
+    size_t n = (size_t) p->n_out * p->n_in;
+
+    for (size_t i = 0; i < n; i++) {
+        gpu_parity_gf8_table(p->bits[i], &p->tables[i * 32]);
+    }
+    p->isal = false;
+#ifdef HAVE_ISAL
+    if (isal && n) {
+        ec_init_tables(p->n_in, p->n_out, p->bits, p->isal_tables);
+        p->isal = true;
+    }
+#else
+    (void) isal;
+#endif
 }
 
 /* Fills the CPU's source lists from 'bits'. */
@@ -441,7 +519,8 @@ plan_decode(const struct gpu_parity *pc, const uint8_t *erased,
     unsigned int id, s = 0, o, r, t;
     int error = GPU_ERR_NOMEM;
 
-    if (!g || !inv || !row || !p || plan_alloc(p, w, k, n_want)) {
+    if (!g || !inv || !row || !p
+        || plan_alloc(p, GPU_PARITY_CODE_BITMATRIX, w, k, n_want)) {
         goto out;
     }
     for (id = 0; id < k + m && s < k; id++) {
@@ -511,6 +590,150 @@ out:
     return error;
 }
 
+/* GF(2^8) by log and antilog tables, for inverting decoding matrices of
+ * up to 255 x 255 (the shift-and-add product would take seconds). */
+static uint8_t gf8_log[256], gf8_exp[512];
+static pthread_once_t gf8_once = PTHREAD_ONCE_INIT;
+
+static void
+gf8_init(void)
+{
+    unsigned int x = 1;
+
+    for (unsigned int i = 0; i < 255; i++) {
+        gf8_exp[i] = gf8_exp[i + 255] = x;
+        gf8_log[x] = i;
+        x = gpu_parity_gf_mul(x, 2, 8);
+    }
+}
+
+static inline uint8_t
+gf8_mul(uint8_t a, uint8_t b)
+{
+    return a && b ? gf8_exp[gf8_log[a] + gf8_log[b]] : 0;
+}
+
+static inline uint8_t
+gf8_inv(uint8_t a)
+{
+    return gf8_exp[255 - gf8_log[a]];
+}
+
+/* Inverts the n x n matrix 'a' (destroyed) over GF(2^8) into 'inv'. */
+static bool
+gf8_invert(uint8_t *a, uint8_t *inv, size_t n)
+{
+    size_t i, r, c;
+
+    memset(inv, 0, n * n);
+    for (i = 0; i < n; i++) {
+        inv[i * n + i] = 1;
+    }
+    for (c = 0; c < n; c++) {
+        uint8_t f;
+
+        for (r = c; r < n && !a[r * n + c]; r++) {
+            continue;
+        }
+        if (r == n) {
+            return false;
+        }
+        if (r != c) {
+            for (i = 0; i < n; i++) {
+                uint8_t t = a[r * n + i];
+
+                a[r * n + i] = a[c * n + i];
+                a[c * n + i] = t;
+                t = inv[r * n + i];
+                inv[r * n + i] = inv[c * n + i];
+                inv[c * n + i] = t;
+            }
+        }
+        f = gf8_inv(a[c * n + c]);
+        for (i = 0; i < n; i++) {
+            a[c * n + i] = gf8_mul(a[c * n + i], f);
+            inv[c * n + i] = gf8_mul(inv[c * n + i], f);
+        }
+        for (r = 0; r < n; r++) {
+            uint8_t e = a[r * n + c];
+
+            if (r != c && e) {
+                for (i = 0; i < n; i++) {
+                    a[r * n + i] ^= gf8_mul(e, a[c * n + i]);
+                    inv[r * n + i] ^= gf8_mul(e, inv[c * n + i]);
+                }
+            }
+        }
+    }
+    return true;
+}
+
+/* plan_decode() for the GF8 code: the survivors' k x k generator rows
+ * (unit rows for data, coefficient rows for parity) are inverted; a data
+ * chunk's output row is its row of the inverse, a parity chunk's its
+ * coefficient row times the inverse. */
+static int
+plan_decode_gf8(const struct gpu_parity *pc, const uint8_t *erased,
+                const int *want, unsigned int n_want,
+                struct parity_plan **pp)
+{
+    unsigned int k = pc->cfg.k, m = pc->cfg.m, id, s = 0, o, i, j;
+    uint8_t *g = calloc((size_t) k * k, 1);
+    uint8_t *inv = calloc((size_t) k * k, 1);
+    struct parity_plan *p = calloc(1, sizeof *p);
+    int error = GPU_ERR_NOMEM;
+
+    pthread_once(&gf8_once, gf8_init);
+    if (!g || !inv || !p
+        || plan_alloc(p, GPU_PARITY_CODE_GF8, 1, k, n_want)) {
+        goto out;
+    }
+    for (id = 0; id < k + m && s < k; id++) {
+        if (erased[id]) {
+            continue;
+        }
+        p->in_ids[s] = id;
+        for (i = 0; i < k; i++) {
+            g[s * k + i] = (id < k ? id == i
+                            : pc->matrix[(id - k) * k + i]);
+        }
+        s++;
+    }
+    if (s < k || !gf8_invert(g, inv, k)) {
+        error = GPU_PARITY_ERR_TOO_MANY_ERASURES;
+        goto out;
+    }
+    for (o = 0; o < n_want; o++) {
+        uint8_t *row = &p->bits[(size_t) o * k];
+
+        id = want[o];
+        p->out_ids[o] = id;
+        if (id < k) {
+            memcpy(row, &inv[(size_t) id * k], k);
+            continue;
+        }
+        for (j = 0; j < k; j++) {
+            uint8_t c = pc->matrix[(id - k) * k + j];
+
+            for (i = 0; c && i < k; i++) {
+                row[i] ^= gf8_mul(c, inv[(size_t) j * k + i]);
+            }
+        }
+    }
+    plan_finish_gf8(p, pc->isal);
+    p->refcnt = 1;
+    *pp = p;
+    p = NULL;
+    error = GPU_OK;
+out:
+    free(g);
+    free(inv);
+    if (p) {
+        plan_destroy(p);
+    }
+    return error;
+}
+
 /* Checks an erasure list and turns it into flags.  Refuses more than m
  * erasures before looking at anything else, so the caller gets the error
  * that matters. */
@@ -568,7 +791,9 @@ get_decode_plan(struct gpu_parity *pc, const uint8_t *erased,
     }
     pthread_mutex_unlock(&pc->cache_mutex);
 
-    error = plan_decode(pc, erased, ids, n_want, pp);
+    error = (pc->cfg.code == GPU_PARITY_CODE_GF8
+             ? plan_decode_gf8(pc, erased, ids, n_want, pp)
+             : plan_decode(pc, erased, ids, n_want, pp));
     if (!error) {
         /* One reference for the cache, one for the caller. */
         __atomic_add_fetch(&(*pp)->refcnt, 1, __ATOMIC_RELAXED);
@@ -628,20 +853,29 @@ gpu_parity_create(const struct gpu_parity_config *cfg,
         snprintf(err, err_size, "null argument");
         return GPU_ERR_INVALID;
     }
-    error = gpu_parity_check_params(cfg->k, cfg->m, cfg->w, cfg->packetsize,
+    if (cfg->code != GPU_PARITY_CODE_BITMATRIX
+        && cfg->code != GPU_PARITY_CODE_GF8) {
+        snprintf(err, err_size, "unknown code %d", (int) cfg->code);
+        return GPU_ERR_INVALID;
+    }
+    /* The GF8 code's symbols are bytes: k + m <= 256. */
+    w = cfg->code == GPU_PARITY_CODE_GF8 ? 8 : cfg->w;
+    error = gpu_parity_check_params(cfg->k, cfg->m, w, cfg->packetsize,
                                     err, err_size);
     if (error) {
         return error;
     }
     k = cfg->k;
     m = cfg->m;
-    w = cfg->w;
 
     pc = calloc(1, sizeof *pc);
     if (!pc) {
         return GPU_ERR_NOMEM;
     }
     pc->cfg = *cfg;
+    pc->cfg.w = w;
+    pc->isal = (cfg->code == GPU_PARITY_CODE_GF8 && !cfg->portable
+                && gpu_parity_isal_built());
     pthread_mutex_init(&pc->cache_mutex, NULL);
     pthread_mutex_init(&pc->pool_mutex, NULL);
 
@@ -683,12 +917,37 @@ gpu_parity_create(const struct gpu_parity_config *cfg,
     }
     pc->cfg.backend = pc->prov->type;
 
-    pc->matrix = cauchy_good_matrix(k, m, w);
-    pc->bitmatrix = pc->matrix ? matrix_to_bitmatrix(k, m, w, pc->matrix)
-                               : NULL;
-    if (!pc->bitmatrix || plan_alloc(&pc->encode, w, k, m)) {
-        gpu_parity_destroy(pc);
-        return GPU_ERR_NOMEM;
+    if (cfg->code == GPU_PARITY_CODE_GF8) {
+        /* ISA-L's gf_gen_cauchy1_matrix() rows k .. k+m-1. */
+        pc->matrix = malloc((size_t) k * m * sizeof *pc->matrix);
+        if (!pc->matrix
+            || plan_alloc(&pc->encode, GPU_PARITY_CODE_GF8, 1, k, m)) {
+            gpu_parity_destroy(pc);
+            return GPU_ERR_NOMEM;
+        }
+        for (o = 0; o < m; o++) {
+            for (unsigned int i = 0; i < k; i++) {
+                pc->matrix[o * k + i] = gpu_parity_gf_div(1, (k + o) ^ i,
+                                                          8);
+                pc->encode.bits[o * k + i] = pc->matrix[o * k + i];
+            }
+        }
+        plan_finish_gf8(&pc->encode, pc->isal);
+    } else {
+        pc->matrix = cauchy_good_matrix(k, m, w);
+        pc->bitmatrix = (pc->matrix
+                         ? matrix_to_bitmatrix(k, m, w, pc->matrix)
+                         : NULL);
+        if (!pc->bitmatrix
+            || plan_alloc(&pc->encode, GPU_PARITY_CODE_BITMATRIX, w, k,
+                          m)) {
+            gpu_parity_destroy(pc);
+            return GPU_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < (size_t) m * w * k * w; i++) {
+            pc->encode.bits[i] = pc->bitmatrix[i];
+        }
+        plan_finish(&pc->encode);
     }
     for (o = 0; o < k; o++) {
         pc->encode.in_ids[o] = o;
@@ -696,10 +955,6 @@ gpu_parity_create(const struct gpu_parity_config *cfg,
     for (o = 0; o < m; o++) {
         pc->encode.out_ids[o] = k + o;
     }
-    for (size_t i = 0; i < (size_t) m * w * k * w; i++) {
-        pc->encode.bits[i] = pc->bitmatrix[i];
-    }
-    plan_finish(&pc->encode);
 
     error = pc->prov->init ? pc->prov->init(pc) : GPU_OK;
     if (error) {
@@ -749,6 +1004,24 @@ const char *
 gpu_parity_backend_why(const struct gpu_parity *pc)
 {
     return pc->why;
+}
+
+const char *
+gpu_parity_impl(const struct gpu_parity *pc)
+{
+    if (pc->prov->type == GPU_PARITY_BACKEND_CUDA) {
+        return "CUDA";
+    }
+    return pc->isal ? "ISA-L" : "portable";
+}
+
+/* Bytes a chunk's size is a multiple of: a block of w packets, or for the
+ * GF8 code (bytes coded alone) a packet. */
+static size_t
+coder_unit(const struct gpu_parity *pc)
+{
+    return (pc->cfg.code == GPU_PARITY_CODE_GF8 ? 1 : pc->cfg.w)
+           * (size_t) pc->cfg.packetsize;
 }
 
 void
@@ -826,7 +1099,7 @@ int
 gpu_parity_batch_create(struct gpu_parity *pc, size_t max_size,
                         struct gpu_parity_batch **bp)
 {
-    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+    size_t unit = coder_unit(pc);
     struct gpu_parity_batch *b;
     int error;
 
@@ -868,7 +1141,7 @@ gpu_parity_batch_destroy(struct gpu_parity_batch *b)
 static int
 check_size(const struct gpu_parity_batch *b, size_t size)
 {
-    size_t unit = (size_t) b->coder->cfg.w * b->coder->cfg.packetsize;
+    size_t unit = coder_unit(b->coder);
 
     return !size || size % unit || size > b->max_size ? GPU_PARITY_ERR_SIZE
                                                       : GPU_OK;
@@ -1030,7 +1303,7 @@ segments_setup(struct gpu_parity_batch *b, uint8_t *const *data,
 {
     struct gpu_parity *pc = b->coder;
     unsigned int k = pc->cfg.k, m = pc->cfg.m, i;
-    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize, end = 0;
+    size_t unit = coder_unit(pc), end = 0;
     size_t total = 0;
 
     if (!data || !parity || (n_segs && !segs)) {
@@ -1222,7 +1495,7 @@ pool_put(struct gpu_parity *pc, struct gpu_parity_batch *b)
 static int
 size_ok(const struct gpu_parity *pc, size_t size)
 {
-    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+    size_t unit = coder_unit(pc);
 
     return size && !(size % unit) ? GPU_OK : GPU_PARITY_ERR_SIZE;
 }
@@ -1307,7 +1580,7 @@ gpu_parity_decode_segments(struct gpu_parity *pc, uint8_t *const *data,
         }
     }
     if (size_ok(pc, end)) {
-        end = (size_t) pc->cfg.w * pc->cfg.packetsize;
+        end = coder_unit(pc);
     }
     error = pool_get(pc, end, &b);
     if (error) {
@@ -1327,7 +1600,7 @@ gpu_parity_decode_segments(struct gpu_parity *pc, uint8_t *const *data,
 size_t
 gpu_parity_pkt_chunk_size(const struct gpu_parity *pc, size_t max_len)
 {
-    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize;
+    size_t unit = coder_unit(pc);
 
     if (max_len > GPU_PARITY_PKT_MAX_LEN) {
         return 0;
@@ -1404,7 +1677,7 @@ gpu_parity_pkt_decode(struct gpu_parity *pc, const uint8_t *const *pkts,
                       size_t *out_lens)
 {
     unsigned int k = pc->cfg.k, m = pc->cfg.m, i, n_present = 0;
-    size_t unit = (size_t) pc->cfg.w * pc->cfg.packetsize, cs = 0;
+    size_t unit = coder_unit(pc), cs = 0;
     uint8_t erased[GPU_PARITY_MAX_CHUNKS], want[GPU_PARITY_MAX_CHUNKS];
     uint8_t *data[GPU_PARITY_MAX_CHUNKS] = { NULL };
     uint8_t *parity[GPU_PARITY_MAX_CHUNKS] = { NULL };

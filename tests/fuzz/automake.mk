@@ -109,7 +109,8 @@ tests/fuzz/index_segment_target: \
 		$(FUZZ_INDEX) $(FUZZ_RUNTIME)
 	$(FUZZ_LINK) $^ $(PCAP_LIBS) -lpthread -lm
 $(FUZZ_OVS_TARGETS): %: tests/fuzz/obj-ovs/%.o $(FUZZ_PLUGIN)
-	$(FUZZ_LINK) $^ $(FUZZ_OVS_LIBS) $(PCAP_LIBS) -lpthread -lm
+	$(FUZZ_LINK) $^ $(FUZZ_OVS_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) -lpthread \
+		-lm
 
 -include $(wildcard tests/fuzz/obj/*/*.d tests/fuzz/obj/*/*/*.d \
 	tests/fuzz/obj/*/*/*/*.d tests/fuzz/obj-ovs/*/*.d \

@@ -45,7 +45,9 @@ inst_create(const char *args, bool encoder)
         abort();
     }
     if (encoder) {
-        inst->coder = fec_coder_get(inst->k, inst->m, false, false, NULL);
+        fec_encoder_resolve_code(inst);
+        inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
+                                    false, NULL);
         inst->group = 0x5eed0000;
     }
     fec_inst_init(inst, args, encoder);
