@@ -216,6 +216,13 @@ struct gpu_parity_stats {
                                          * too many erasures). */
     uint64_t kernel_ns;                 /* CUDA device time of profiled
                                          * re-runs (config 'profile'). */
+    uint64_t n_runtime_calls;           /* CUDA runtime calls the calling
+                                         * threads made to submit (copies,
+                                         * launches, event records and
+                                         * waits, cudaSetDevice); divide
+                                         * by n_encodes + n_decodes for
+                                         * calls per submission.  0 on the
+                                         * CPU backend. */
 };
 
 void gpu_parity_get_stats(struct gpu_parity *, struct gpu_parity_stats *);

@@ -118,6 +118,7 @@ struct gpu_parity {
     /* Updated atomically. */
     uint64_t n_encodes, n_decodes, n_bytes, n_fallbacks, n_refused;
     uint64_t kernel_ns;
+    uint64_t n_runtime_calls;   /* CUDA: runtime calls of submissions. */
 };
 
 struct gpu_parity_batch {
