@@ -928,6 +928,7 @@ fail:
      * drained (it may still be writing the outputs). */
     c->fallback = true;
 done:
+    b->n_runtime_calls = c->n_calls;
     __atomic_add_fetch(&b->coder->n_runtime_calls, c->n_calls,
                        __ATOMIC_RELAXED);
     return GPU_OK;

@@ -128,6 +128,7 @@ struct gpu_parity_batch {
     void *pdata;
 
     /* The current submission. */
+    uint64_t n_runtime_calls;   /* CUDA runtime calls it made. */
     struct parity_plan *plan;   /* &coder->encode, or 'dplan'. */
     struct parity_plan *dplan;  /* Decode plan referenced, or NULL. */
     /* A decode with segments (n_segs > 0): each segment its own plan,

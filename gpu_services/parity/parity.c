@@ -1157,6 +1157,12 @@ gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
     return batch_start(b, stream, true);
 }
 
+uint64_t
+gpu_parity_batch_runtime_calls(const struct gpu_parity_batch *b)
+{
+    return b->n_runtime_calls;
+}
+
 int
 gpu_parity_poll(struct gpu_parity_batch *b)
 {
