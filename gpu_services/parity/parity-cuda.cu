@@ -50,7 +50,10 @@
  * End to end, a submission is cut into slices of whole blocks; slice s
  * runs on internal stream s % N_STREAMS (copy in, kernel, copy out), so
  * one slice's copy in overlaps another's copy out and kernel, and the
- * caller's stream waits for them all.
+ * caller's stream waits for them all.  A submission too small to slice
+ * (every packet coder's) runs on the caller's stream alone, and chunks at
+ * one host pitch go in and out in one 2D copy each: every runtime call
+ * costs the calling thread microseconds (docs/PARITY-NOTES.md).
  */
 #include <config.h>
 
