@@ -829,6 +829,9 @@ bench_gpu(const struct code *c, const double isal1[2],
               0, data, t, isal1[1], note);
 
     gpu_parity_get_stats(pc, &st1);
+    /* The last submission was an end-to-end decode. */
+    printf("# k=%u m=%u: CUDA runtime calls of one end-to-end decode: %"
+           PRIu64"\n", k, m, gpu_parity_batch_runtime_calls(batch));
     if (st1.n_fallbacks) {
         printf("WARNING: %" PRIu64 " CUDA submissions fell back to the "
                "CPU\n", st1.n_fallbacks);

@@ -308,6 +308,7 @@ struct fec_inst {
                                  * on the CPU. */
     uint64_t n_fault_calls;     /* Those calls. */
     uint64_t n_calls_done;      /* Device calls. */
+    uint64_t n_runtime_calls;   /* CUDA runtime calls they made. */
     uint64_t n_call_groups;     /* Their groups. */
     size_t max_call_groups;
     size_t max_calls;           /* Most calls in flight at once. */
@@ -908,6 +909,9 @@ fec_call_submit(struct fec_inst *inst)
                                                    call->chunks + call->k,
                                                    call->segs,
                                                    call->n_groups);
+    }
+    if (!status) {
+        inst->n_runtime_calls += gpu_parity_batch_runtime_calls(call->batch);
     }
     call->status = status;
     call->start_us = time_usec();
@@ -2104,6 +2108,10 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                   inst->n_calls_done
                   ? (double) inst->n_call_groups / inst->n_calls_done : 0.0,
                   inst->max_call_groups);
+    if (inst->n_runtime_calls) {
+        ds_put_format(s, "  device runtime calls: %.1f per call\n",
+                      (double) inst->n_runtime_calls / inst->n_calls_done);
+    }
     ds_put_format(s, "  calls in flight: %"PRIuSIZE" (most %"PRIuSIZE"), "
                   "groups gathering: %"PRIuSIZE"\n", inst->n_calls,
                   inst->max_calls, inst->gather ? inst->gather->n_groups : 0);

@@ -1501,6 +1501,221 @@ test_decode_segments(void **state)
                   n_segs_total, n_refused);
 }
 
+/* ---- Host layouts of a submission's chunks. ---- */
+
+enum layout {
+    LAYOUT_PACKED,              /* Chunk i at i * size: one pitch. */
+    LAYOUT_PADDED,              /* Chunk i at i * (size + pad). */
+    LAYOUT_REVERSED,            /* Chunk i at (n - 1 - i) * size: none. */
+    LAYOUT_SPLIT,               /* Inputs packed, outputs reversed. */
+    N_LAYOUTS
+};
+
+static const char *const layout_names[N_LAYOUTS] = {
+    "packed", "padded", "reversed", "split"
+};
+
+/* Points chunks[0 .. n) into 'mem' (n * pitch bytes) as 'layout' places
+ * them; the outputs of an encode begin at chunk 'first_out'. */
+static void
+layout_chunks(enum layout layout, uint8_t *mem, size_t pitch,
+              unsigned int n, unsigned int first_out, uint8_t **chunks)
+{
+    for (unsigned int i = 0; i < n; i++) {
+        unsigned int slot = i;
+
+        if (layout == LAYOUT_REVERSED) {
+            slot = n - 1 - i;
+        } else if (layout == LAYOUT_SPLIT && i >= first_out) {
+            slot = first_out + (n - 1 - i);
+        }
+        chunks[i] = mem + (size_t) slot * pitch;
+    }
+}
+
+/* Whether 'layout' puts an encode's inputs (else its outputs) at one
+ * pitch. */
+static bool
+layout_strided(enum layout layout, bool inputs)
+{
+    return layout == LAYOUT_PACKED || layout == LAYOUT_PADDED
+           || (layout == LAYOUT_SPLIT && inputs);
+}
+
+/* Runtime calls of an encode on CUDA below SLICE_BYTES a chunk with one
+ * launch: cudaSetDevice, the inputs' copies (one 2D copy when they lie at
+ * one pitch), the launch, the outputs' copies, the done event. */
+static uint64_t
+encode_calls(enum layout layout, unsigned int k, unsigned int m)
+{
+    uint64_t in = k < 2 || !layout_strided(layout, true) ? k : 1;
+    uint64_t out = m < 2 || !layout_strided(layout, false) ? m : 1;
+
+    return 1 + in + 1 + out + 1;
+}
+
+static uint64_t
+runtime_calls(struct gpu_parity *pc)
+{
+    struct gpu_parity_stats st;
+
+    gpu_parity_get_stats(pc, &st);
+    return st.n_runtime_calls;
+}
+
+/* Encodes and decodes (with segments) of chunks in several host layouts,
+ * packed, padded, reversed and mixed, with the asynchronous API, give what
+ * the synchronous calls on the CPU backend give for the same chunks
+ * packed: whatever way the CUDA backend copies them (one 2D copy at a
+ * pitch or one copy per chunk).  On CUDA an encode's runtime calls are
+ * counted exactly: one copy each way when the chunks lie at a pitch. */
+static void
+test_copy_layouts(void **state)
+{
+    unsigned int calls = 0;
+    uint64_t seg_calls[N_LAYOUTS] = { 0 }, seg_subs[N_LAYOUTS] = { 0 };
+
+    (void) state;
+    for (int b = 0; b < n_backends; b++) {
+        struct rng r = rng_for(11, b);
+        bool cuda = backends[b] == GPU_PARITY_BACKEND_CUDA;
+
+        for (int c = 0; c < 80; c++) {
+            unsigned int k, m, w;
+
+            random_code(&r, 24, 1, &k, &m, &w);
+            unsigned int ps = random_packetsize(&r), n = k + m;
+            enum layout layout = rng_below(&r, N_LAYOUTS);
+            size_t unit = (size_t) w * ps;
+            /* Now and then above two slices' worth a chunk (2 MB), so
+             * that the sliced path copies at a pitch too. */
+            size_t size = c % 20 == 19 && k + m <= 6
+                          ? unit * ((2u << 20) / unit + 1)
+                          : unit * (1 + rng_below(&r, 8));
+            size_t pitch = size + (layout == LAYOUT_PADDED
+                                   ? 16 * (1 + rng_below(&r, 4)) : 0);
+            struct gpu_parity *pc = make_coder(k, m, w, ps, backends[b]);
+            struct gpu_parity *ref = make_coder(k, m, w, ps,
+                                                GPU_PARITY_BACKEND_CPU);
+            uint8_t *mem = gpu_host_alloc(n * pitch);
+            uint8_t *want = malloc(n * size);
+            uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];
+            uint8_t *packed[GPU_PARITY_MAX_CHUNKS];
+            struct gpu_parity_segment segs[4];
+            int erasures[4][GPU_PARITY_MAX_CHUNKS];
+            unsigned int S = 1 + rng_below(&r, 4);
+            struct gpu_parity_batch *batch;
+            uint64_t before;
+
+            assert_non_null(mem);
+            assert_non_null(want);
+            layout_chunks(layout, mem, pitch, n, k, chunks);
+            for (unsigned int i = 0; i < n; i++) {
+                packed[i] = want + (size_t) i * size;
+            }
+
+            /* Encode. */
+            fill_random(&r, want, k * size);
+            for (unsigned int i = 0; i < n; i++) {
+                memcpy(chunks[i], packed[i], size);
+            }
+            assert_int_equal(gpu_parity_encode(ref,
+                                               (const uint8_t *const *)
+                                               packed, packed + k, size),
+                             GPU_OK);
+            assert_int_equal(gpu_parity_batch_create(pc, size, &batch),
+                             GPU_OK);
+            before = runtime_calls(pc);
+            assert_int_equal(gpu_parity_encode_submit(
+                                 batch, NULL,
+                                 (const uint8_t *const *) chunks,
+                                 chunks + k, size), GPU_OK);
+            assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+            if (cuda && size < (2u << 20) && k * w <= 256 && m * w <= 32
+                && runtime_calls(pc) - before
+                   != encode_calls(layout, k, m)) {
+                fail_msg("encode k=%u m=%u w=%u ps=%u size=%zu %s: %"PRIu64
+                         " runtime calls, want %"PRIu64" (seed %"PRIu64")",
+                         k, m, w, ps, size, layout_names[layout],
+                         runtime_calls(pc) - before,
+                         encode_calls(layout, k, m), master_seed);
+            }
+            for (unsigned int i = 0; i < n; i++) {
+                if (memcmp(chunks[i], packed[i], size)) {
+                    fail_msg("encode k=%u m=%u w=%u ps=%u size=%zu %s on "
+                             "%s: chunk %u differs (seed %"PRIu64")",
+                             k, m, w, ps, size, layout_names[layout],
+                             gpu_parity_backend_name(backends[b]), i,
+                             master_seed);
+                }
+            }
+
+            /* Decode with segments over the whole chunk, each its own
+             * erasures (garbage in the erased bytes first). */
+            for (unsigned int g = 0, off = 0; g < S; g++) {
+                size_t units = size / unit;
+                size_t left = units - off;
+
+                if (!left) {
+                    S = g;
+                    break;
+                }
+                segs[g].offset = off * unit;
+                segs[g].size = unit * (g == S - 1
+                                       ? left : 1 + rng_below(&r, left));
+                off += segs[g].size / unit;
+                segs[g].erasures = erasures[g];
+                segs[g].n_erasures = random_erasures(&r, k, m,
+                                                     erasures[g]);
+                segs[g].data_only = rng_below(&r, 2);
+                for (size_t e = 0; e < segs[g].n_erasures; e++) {
+                    fill_random(&r, packed[erasures[g][e]]
+                                    + segs[g].offset, segs[g].size);
+                }
+            }
+            for (unsigned int i = 0; i < n; i++) {
+                memcpy(chunks[i], packed[i], size);
+            }
+            assert_int_equal(gpu_parity_decode_segments(ref, packed,
+                                                        packed + k, segs,
+                                                        S), GPU_OK);
+            before = runtime_calls(pc);
+            assert_int_equal(gpu_parity_decode_submit_segments(
+                                 batch, NULL, chunks, chunks + k, segs, S),
+                             GPU_OK);
+            assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+            if (cuda) {
+                seg_calls[layout] += runtime_calls(pc) - before;
+                seg_subs[layout]++;
+            }
+            for (unsigned int i = 0; i < n; i++) {
+                if (memcmp(chunks[i], packed[i], size)) {
+                    fail_msg("decode k=%u m=%u w=%u ps=%u size=%zu %u "
+                             "segments %s on %s: chunk %u differs (seed %"
+                             PRIu64")", k, m, w, ps, size, S,
+                             layout_names[layout],
+                             gpu_parity_backend_name(backends[b]), i,
+                             master_seed);
+                }
+            }
+            gpu_parity_batch_destroy(batch);
+            gpu_host_free(mem);
+            free(want);
+            gpu_parity_destroy(pc);
+            gpu_parity_destroy(ref);
+            calls++;
+        }
+    }
+    print_message("  %u calls; CUDA runtime calls a decode with segments "
+                  "(none on CPU):", calls);
+    for (int l = 0; l < N_LAYOUTS; l++) {
+        print_message(" %s %.1f", layout_names[l],
+                      seg_subs[l] ? (double) seg_calls[l] / seg_subs[l]
+                                  : 0.0);
+    }
+    print_message("\n");
+}
+
 int
 main(void)
 {
@@ -1542,6 +1757,7 @@ main(void)
         cmocka_unit_test(test_groups_side_by_side),
         cmocka_unit_test(test_gf8_oracle),
         cmocka_unit_test(test_decode_segments),
+        cmocka_unit_test(test_copy_layouts),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {

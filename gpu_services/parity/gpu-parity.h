@@ -245,6 +245,9 @@ int gpu_parity_resubmit(struct gpu_parity_batch *, struct gpu_stream *);
 /* GPU_OK if the last submission is complete (or there was none),
  * GPU_ERR_BUSY if it is still running, or the error it met. */
 int gpu_parity_poll(struct gpu_parity_batch *);
+/* CUDA runtime calls the last submission of the batch made from the
+ * calling thread (0 on the CPU backend; see gpu_parity_stats). */
+uint64_t gpu_parity_batch_runtime_calls(const struct gpu_parity_batch *);
 /* Blocks until the last submission completes; returns its status. */
 int gpu_parity_wait(struct gpu_parity_batch *);
 
@@ -258,6 +261,13 @@ struct gpu_parity_stats {
                                          * too many erasures). */
     uint64_t kernel_ns;                 /* CUDA device time of profiled
                                          * re-runs (config 'profile'). */
+    uint64_t n_runtime_calls;           /* CUDA runtime calls the calling
+                                         * threads made to submit (copies,
+                                         * launches, event records and
+                                         * waits, cudaSetDevice); divide
+                                         * by n_encodes + n_decodes for
+                                         * calls per submission.  0 on the
+                                         * CPU backend. */
 };
 
 void gpu_parity_get_stats(struct gpu_parity *, struct gpu_parity_stats *);

@@ -64,7 +64,10 @@
  * End to end, a submission is cut into slices of whole blocks; slice s
  * runs on internal stream s % N_STREAMS (copy in, kernel, copy out), so
  * one slice's copy in overlaps another's copy out and kernel, and the
- * caller's stream waits for them all.
+ * caller's stream waits for them all.  A submission too small to slice
+ * (every packet coder's) runs on the caller's stream alone, and chunks at
+ * one host pitch go in and out in one 2D copy each: every runtime call
+ * costs the calling thread microseconds (docs/PARITY-NOTES.md).
  */
 #include <config.h>
 
@@ -504,6 +507,8 @@ struct cuda_batch {
     bool profiled;              /* This submission records prof[]. */
     bool fallback;              /* Code on the CPU at wait time. */
     int error;
+    uint64_t n_calls;           /* Runtime calls of this submission. */
+    cudaStream_t user;          /* The caller's stream it was queued on. */
 };
 
 static struct cuda_batch *
@@ -753,6 +758,7 @@ apply_plan(struct gpu_parity_batch *b, const struct parity_plan *p,
             a->n_out_rows = nr;
             a->accumulate = i0 > 0;
             e = launch(unit, nr, a, st);
+            c->n_calls++;
         }
     }
     free(a);
@@ -808,12 +814,18 @@ apply_segments(struct gpu_parity_batch *b, cudaStream_t st)
     return e;
 }
 
+/* Each runtime call of a submission is counted in c->n_calls (a kernel
+ * launch counts one, its cudaGetLastError none: it does not enter the
+ * driver), so that gpu_parity_stats can say what a call costs the
+ * calling thread in calls; emulation counts the same calls. */
+
 /* The runtime calls of a submission, or their host equivalents when
  * emulating. */
 static cudaError_t
-xcopy(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
-      cudaStream_t st)
+xcopy(struct cuda_batch *c, void *dst, const void *src, size_t n,
+      cudaMemcpyKind kind, cudaStream_t st)
 {
+    c->n_calls++;
     if (emulate) {
         memcpy(dst, src, n);
         return cudaSuccess;
@@ -821,15 +833,88 @@ xcopy(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
     return cudaMemcpyAsync(dst, src, n, kind, st);
 }
 
+/* 'rows' rows of 'width' bytes, 'spitch' apart at 'src' and 'dpitch'
+ * apart at 'dst', in one call. */
 static cudaError_t
-xrecord(cudaEvent_t e, cudaStream_t st)
+xcopy2d(struct cuda_batch *c, void *dst, size_t dpitch, const void *src,
+        size_t spitch, size_t width, size_t rows, cudaMemcpyKind kind,
+        cudaStream_t st)
 {
+    c->n_calls++;
+    if (emulate) {
+        for (size_t r = 0; r < rows; r++) {
+            memcpy((uint8_t *) dst + r * dpitch,
+                   (const uint8_t *) src + r * spitch, width);
+        }
+        return cudaSuccess;
+    }
+    return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind,
+                             st);
+}
+
+/* The pitch at which host chunks ptr[first .. first+n) lie, if they lie
+ * at one constant pitch of at least 'width' bytes (n >= 2), else 0. */
+static size_t
+host_pitch(const uint8_t *const *ptr, unsigned int n, size_t width)
+{
+    uintptr_t base = (uintptr_t) ptr[0];
+    size_t pitch;
+
+    if (n < 2 || (uintptr_t) ptr[1] <= base) {
+        return 0;
+    }
+    pitch = (uintptr_t) ptr[1] - base;
+    if (pitch < width) {
+        return 0;
+    }
+    for (unsigned int i = 2; i < n; i++) {
+        if ((uintptr_t) ptr[i] != base + (uintptr_t) i * pitch) {
+            return 0;
+        }
+    }
+    return pitch;
+}
+
+/* Copies 'len' bytes at offset 'off' of host chunks ptr[0 .. n) to (or,
+ * 'to_host', from) device slots slot0 .. slot0+n-1: one 2D copy when
+ * the host chunks lie at a constant pitch (the device slots always do),
+ * else one copy per chunk. */
+static cudaError_t
+copy_chunks(struct cuda_batch *c, const uint8_t *const *ptr, unsigned int n,
+            unsigned int slot0, size_t off, size_t len, bool to_host,
+            cudaStream_t st)
+{
+    size_t pitch = host_pitch(ptr, n, len);
+    uint8_t *dev = c->d_base + c->stride * slot0 + off;
+    cudaError_t e = cudaSuccess;
+
+    if (pitch) {
+        return to_host
+               ? xcopy2d(c, (uint8_t *) ptr[0] + off, pitch, dev, c->stride,
+                         len, n, cudaMemcpyDeviceToHost, st)
+               : xcopy2d(c, dev, c->stride, ptr[0] + off, pitch, len, n,
+                         cudaMemcpyHostToDevice, st);
+    }
+    for (unsigned int i = 0; e == cudaSuccess && i < n; i++) {
+        e = to_host ? xcopy(c, (uint8_t *) ptr[i] + off, dev + c->stride * i,
+                            len, cudaMemcpyDeviceToHost, st)
+                    : xcopy(c, dev + c->stride * i, ptr[i] + off, len,
+                            cudaMemcpyHostToDevice, st);
+    }
+    return e;
+}
+
+static cudaError_t
+xrecord(struct cuda_batch *c, cudaEvent_t e, cudaStream_t st)
+{
+    c->n_calls++;
     return emulate ? cudaSuccess : cudaEventRecord(e, st);
 }
 
 static cudaError_t
-xwait_event(cudaStream_t st, cudaEvent_t e)
+xwait_event(struct cuda_batch *c, cudaStream_t st, cudaEvent_t e)
 {
+    c->n_calls++;
     return emulate ? cudaSuccess : cudaStreamWaitEvent(st, e, 0);
 }
 
@@ -914,22 +999,67 @@ stage_gf8_tables(struct gpu_parity_batch *b, size_t *total)
     return GPU_OK;
 }
 
-/* A decode with segments, on internal stream 0 (a packet decoder's call
- * is far below SLICE_BYTES a chunk, so slicing would gain nothing): the
- * chunks any segment reads or writes are copied in over the segments'
- * span, the segments' kernels run, and the chunks written are copied
- * back over the span; bytes of them no segment wrote go back as they
- * came. */
+/* Copies in the chunks a decode with segments reads or writes, over the
+ * segments' span [lo, hi): when the batch's chunks lie at one host pitch,
+ * all k + m rows in one 2D copy, holes (chunks no segment touches, e.g.
+ * lost ones with no segment writing them) included, provided the bytes
+ * copied in vain are at most a quarter of the copy (a hole costs bytes
+ * over PCIe, a call costs the PMD thread ~2 us: a fec call's few hundred
+ * extra bytes are worth far less than the calls they save); else chunk
+ * by chunk.  Copying back, a hole is only allowed where 'hole_ok' says
+ * the device holds the host's bytes (a chunk copied in), so that it goes
+ * back as it came. */
+static cudaError_t
+copy_touched(struct cuda_batch *c, const uint8_t *const *ptr,
+             const bool *touched, const bool *hole_ok, unsigned int n,
+             size_t lo, size_t hi, bool to_host, cudaStream_t st)
+{
+    unsigned int first = n, last = 0, n_touched = 0;
+    bool holes_ok = true;
+    cudaError_t e = cudaSuccess;
+
+    for (unsigned int i = 0; i < n; i++) {
+        if (touched[i]) {
+            first = i < first ? i : first;
+            last = i;
+            n_touched++;
+        }
+    }
+    if (!n_touched) {
+        return cudaSuccess;
+    }
+    for (unsigned int i = first; hole_ok && i <= last; i++) {
+        holes_ok = holes_ok && (touched[i] || hole_ok[i]);
+    }
+    if (n_touched > 1 && holes_ok
+        && (last - first + 1 - n_touched) * 4 <= last - first + 1
+        && host_pitch(ptr + first, last - first + 1, hi - lo)) {
+        return copy_chunks(c, ptr + first, last - first + 1, first, lo,
+                           hi - lo, to_host, st);
+    }
+    for (unsigned int i = 0; e == cudaSuccess && i < n; i++) {
+        if (touched[i]) {
+            e = copy_chunks(c, ptr + i, 1, i, lo, hi - lo, to_host, st);
+        }
+    }
+    return e;
+}
+
+/* A decode with segments, on the caller's stream (a packet decoder's
+ * call is far below SLICE_BYTES a chunk, so slicing or internal streams
+ * would only add calls): the chunks any segment reads or writes are
+ * copied in over the segments' span, the segments' kernels run, and the
+ * chunks written are copied back over the span; bytes of them no segment
+ * wrote go back as they came. */
 static int
-submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
+submit_segments(struct gpu_parity_batch *b, cudaStream_t st)
 {
     struct cuda_batch *c = cb(b);
     unsigned int n = b->coder->cfg.k + b->coder->cfg.m;
-    bool read[GPU_PARITY_MAX_CHUNKS] = { false };
+    bool touched[GPU_PARITY_MAX_CHUNKS] = { false };
     bool written[GPU_PARITY_MAX_CHUNKS] = { false };
-    cudaStream_t st = c->streams[0];
     size_t lo = SIZE_MAX, hi = 0, tables = 0;
-    int error;
+    int error = 0;
 
     if (b->coder->cfg.code == GPU_PARITY_CODE_GF8) {
         error = stage_gf8_tables(b, &tables);
@@ -944,47 +1074,33 @@ submit_segments(struct gpu_parity_batch *b, cudaStream_t user)
             continue;
         }
         for (unsigned int i = 0; i < p->n_in; i++) {
-            read[p->in_ids[i]] = true;
+            touched[p->in_ids[i]] = true;
         }
         for (unsigned int o = 0; o < p->n_out; o++) {
-            written[p->out_ids[o]] = true;
+            written[p->out_ids[o]] = touched[p->out_ids[o]] = true;
         }
         lo = b->segs[s].offset < lo ? b->segs[s].offset : lo;
         hi = b->segs[s].offset + b->segs[s].size;
     }
-    error = CK(xrecord(c->start, user));
-    if (!error) {
-        error = CK(xwait_event(st, c->start));
-    }
-    if (!error && tables) {
+    if (tables) {
         /* The staging buffer is pageable: the copy has taken it when
          * this returns, so the next submission may overwrite it. */
-        error = CK(xcopy(c->d_tables, c->h_tables, tables,
+        error = CK(xcopy(c, c->d_tables, c->h_tables, tables,
                          cudaMemcpyHostToDevice, st));
     }
-    for (unsigned int i = 0; !error && i < n; i++) {
-        if (read[i] || written[i]) {
-            error = CK(xcopy(c->d_base + c->stride * i + lo, b->in[i] + lo,
-                             hi - lo, cudaMemcpyHostToDevice, st));
+    if (!error && lo < hi) {
+        error = CK(copy_touched(c, b->in, touched, NULL, n, lo, hi, false,
+                                st));
+        if (!error) {
+            error = CK(apply_segments(b, st));
+        }
+        if (!error) {
+            error = CK(copy_touched(c, (const uint8_t *const *) b->out,
+                                    written, touched, n, lo, hi, true, st));
         }
     }
     if (!error) {
-        error = CK(apply_segments(b, st));
-    }
-    for (unsigned int i = 0; !error && i < n; i++) {
-        if (written[i]) {
-            error = CK(xcopy(b->out[i] + lo, c->d_base + c->stride * i + lo,
-                             hi - lo, cudaMemcpyDeviceToHost, st));
-        }
-    }
-    if (!error) {
-        error = CK(xrecord(c->slice_done[0], st));
-    }
-    if (!error) {
-        error = CK(xwait_event(user, c->slice_done[0]));
-    }
-    if (!error) {
-        error = CK(xrecord(c->done, user));
+        error = CK(xrecord(c, c->done, st));
     }
     return error;
 }
@@ -998,15 +1114,17 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     size_t block = block_bytes(b->coder);
     size_t n_blocks = b->size / block, per, s0;
     cudaStream_t user;
-    unsigned int n_slices, s, i, used;
+    unsigned int n_slices, s, used;
     int error;
 
     if (!stream) {
         stream = gpu_stream_per_thread();
     }
     user = (cudaStream_t) gpu_stream_native(stream);
+    c->user = user;
     c->fallback = false;
     c->error = GPU_OK;
+    c->n_calls = 1;             /* cudaSetDevice(). */
     error = emulate ? GPU_OK : CK(cudaSetDevice(b->coder->cfg.device));
     if (error) {
         goto fail;
@@ -1025,7 +1143,7 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
             error = CK(cudaEventRecord(c->prof[1], user));
         }
         if (!error) {
-            error = CK(xrecord(c->done, user));
+            error = CK(xrecord(c, c->done, user));
         }
         if (error) {
             /* Nothing on the host to redo: report it. */
@@ -1038,13 +1156,13 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     if (b->n_segs) {
         error = submit_segments(b, user);
         if (!error) {
-            return GPU_OK;
+            goto done;
         }
         goto fail;
     }
     if (p->code == GPU_PARITY_CODE_GF8) {
         /* Ahead of the slices, which wait for 'start' on 'user'. */
-        error = CK(xcopy(c->d_tables, p->tables,
+        error = CK(xcopy(c, c->d_tables, p->tables,
                          (size_t) p->n_out * p->n_in * 32,
                          cudaMemcpyHostToDevice, user));
     }
@@ -1054,50 +1172,73 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
     if (n_slices > n_blocks) {
         n_slices = n_blocks;
     }
+    if (n_slices <= 1) {
+        /* Small (every packet coder's call): copy in, kernels, copy out
+         * on the caller's stream, no internal streams or events to
+         * order them by. */
+        if (!error) {
+            error = CK(copy_chunks(c, b->in, p->n_in, 0, 0, b->size, false,
+                                   user));
+        }
+        if (!error) {
+            error = CK(apply_blocks(b, 0, n_blocks, user));
+        }
+        if (!error) {
+            error = CK(copy_chunks(c, (const uint8_t *const *) b->out,
+                                   p->n_out, p->n_in, 0, b->size, true,
+                                   user));
+        }
+        if (!error) {
+            error = CK(xrecord(c, c->done, user));
+        }
+        if (!error) {
+            goto done;
+        }
+        goto fail;
+    }
     per = (n_blocks + n_slices - 1) / n_slices;
     used = n_slices < N_STREAMS ? n_slices : N_STREAMS;
 
     if (!error) {
-        error = CK(xrecord(c->start, user));
+        error = CK(xrecord(c, c->start, user));
     }
     for (s = 0; !error && s < used; s++) {
-        error = CK(xwait_event(c->streams[s], c->start));
+        error = CK(xwait_event(c, c->streams[s], c->start));
     }
     for (s = 0, s0 = 0; !error && s0 < n_blocks; s++, s0 += per) {
         size_t s1 = s0 + per < n_blocks ? s0 + per : n_blocks;
         size_t off = s0 * block, len = (s1 - s0) * block;
         cudaStream_t st = c->streams[s % N_STREAMS];
 
-        for (i = 0; !error && i < p->n_in; i++) {
-            error = CK(xcopy(c->d_base + c->stride * i + off,
-                             b->in[i] + off, len, cudaMemcpyHostToDevice,
-                             st));
-        }
+        error = CK(copy_chunks(c, b->in, p->n_in, 0, off, len, false, st));
         if (!error) {
             error = CK(apply_blocks(b, s0, s1, st));
         }
-        for (i = 0; !error && i < p->n_out; i++) {
-            error = CK(xcopy(b->out[i] + off,
-                             c->d_base + c->stride * (p->n_in + i) + off,
-                             len, cudaMemcpyDeviceToHost, st));
+        if (!error) {
+            error = CK(copy_chunks(c, (const uint8_t *const *) b->out,
+                                   p->n_out, p->n_in, off, len, true, st));
         }
     }
     for (s = 0; !error && s < used; s++) {
-        error = CK(xrecord(c->slice_done[s], c->streams[s]));
+        error = CK(xrecord(c, c->slice_done[s], c->streams[s]));
         if (!error) {
-            error = CK(xwait_event(user, c->slice_done[s]));
+            error = CK(xwait_event(c, user, c->slice_done[s]));
         }
     }
     if (!error) {
-        error = CK(xrecord(c->done, user));
+        error = CK(xrecord(c, c->done, user));
     }
     if (!error) {
-        return GPU_OK;
+        goto done;
     }
 fail:
     /* Code it on the CPU when waited for, once whatever was queued has
      * drained (it may still be writing the outputs). */
     c->fallback = true;
+done:
+    b->n_runtime_calls = c->n_calls;
+    __atomic_add_fetch(&b->coder->n_runtime_calls, c->n_calls,
+                       __ATOMIC_RELAXED);
     return GPU_OK;
 }
 
@@ -1110,6 +1251,8 @@ drain(struct cuda_batch *c)
     for (int i = 0; i < N_STREAMS; i++) {
         cudaStreamSynchronize(c->streams[i]);
     }
+    /* A small submission runs on the caller's stream. */
+    cudaStreamSynchronize(c->user);
     cudaGetLastError();
 }
 

@@ -128,6 +128,7 @@ struct gpu_parity {
     /* Updated atomically. */
     uint64_t n_encodes, n_decodes, n_bytes, n_fallbacks, n_refused;
     uint64_t kernel_ns;
+    uint64_t n_runtime_calls;   /* CUDA: runtime calls of submissions. */
 };
 
 struct gpu_parity_batch {
@@ -137,6 +138,7 @@ struct gpu_parity_batch {
     void *pdata;
 
     /* The current submission. */
+    uint64_t n_runtime_calls;   /* CUDA runtime calls it made. */
     struct parity_plan *plan;   /* &coder->encode, or 'dplan'. */
     struct parity_plan *dplan;  /* Decode plan referenced, or NULL. */
     /* A decode with segments (n_segs > 0): each segment its own plan,

@@ -1054,6 +1054,8 @@ gpu_parity_get_stats(struct gpu_parity *pc, struct gpu_parity_stats *s)
     s->n_fallbacks = __atomic_load_n(&pc->n_fallbacks, __ATOMIC_RELAXED);
     s->n_refused = __atomic_load_n(&pc->n_refused, __ATOMIC_RELAXED);
     s->kernel_ns = __atomic_load_n(&pc->kernel_ns, __ATOMIC_RELAXED);
+    s->n_runtime_calls = __atomic_load_n(&pc->n_runtime_calls,
+                                         __ATOMIC_RELAXED);
 }
 
 void
@@ -1426,6 +1428,12 @@ gpu_parity_resubmit(struct gpu_parity_batch *b, struct gpu_stream *stream)
     }
     b->counted = false;
     return batch_start(b, stream, true);
+}
+
+uint64_t
+gpu_parity_batch_runtime_calls(const struct gpu_parity_batch *b)
+{
+    return b->n_runtime_calls;
 }
 
 int
