@@ -460,6 +460,26 @@ row_bit(const uint64_t *row, size_t c)
     return (row[c / 64] >> (c % 64)) & 1;
 }
 
+/* Swaps rows 'r' and 'c' of both matrices 'a' and 'inv', whose rows are
+ * 'row_bytes' long: the pivot step of either field's Gauss-Jordan
+ * inversion. */
+static void
+swap_rows(void *a_, void *inv_, size_t row_bytes, size_t r, size_t c)
+{
+    uint8_t *mats[2] = { a_, inv_ };
+
+    for (int m = 0; m < 2; m++) {
+        uint8_t *x = mats[m] + r * row_bytes, *y = mats[m] + c * row_bytes;
+
+        for (size_t i = 0; i < row_bytes; i++) {
+            uint8_t t = x[i];
+
+            x[i] = y[i];
+            y[i] = t;
+        }
+    }
+}
+
 /* Inverts the n x n matrix 'a' (destroyed) into 'inv' by Gauss-Jordan.
  * Returns false if it is singular, which an MDS code's survivors never
  * are; the caller still refuses rather than decode garbage. */
@@ -480,15 +500,7 @@ gf2_invert(uint64_t *a, uint64_t *inv, size_t n, size_t nw)
             return false;
         }
         if (r != c) {
-            for (i = 0; i < nw; i++) {
-                uint64_t t = a[r * nw + i];
-
-                a[r * nw + i] = a[c * nw + i];
-                a[c * nw + i] = t;
-                t = inv[r * nw + i];
-                inv[r * nw + i] = inv[c * nw + i];
-                inv[c * nw + i] = t;
-            }
+            swap_rows(a, inv, nw * sizeof *a, r, c);
         }
         for (r = 0; r < n; r++) {
             if (r != c && row_bit(&a[r * nw], c)) {
@@ -639,15 +651,7 @@ gf8_invert(uint8_t *a, uint8_t *inv, size_t n)
             return false;
         }
         if (r != c) {
-            for (i = 0; i < n; i++) {
-                uint8_t t = a[r * n + i];
-
-                a[r * n + i] = a[c * n + i];
-                a[c * n + i] = t;
-                t = inv[r * n + i];
-                inv[r * n + i] = inv[c * n + i];
-                inv[c * n + i] = t;
-            }
+            swap_rows(a, inv, n, r, c);
         }
         f = gf8_inv(a[c * n + c]);
         for (i = 0; i < n; i++) {
