@@ -134,27 +134,37 @@ chunk(struct stripe *s, unsigned int id)
     return id < s->k ? s->data[id] : s->parity[id - s->k];
 }
 
+/* Creates a coder from 'cfg' on its backend, or fails the test. */
+static struct gpu_parity *
+make_coder_cfg(const struct gpu_parity_config *cfg)
+{
+    struct gpu_parity *pc = NULL;
+    char err[256];
+    int error;
+
+    error = gpu_parity_create(cfg, &pc, err, sizeof err);
+    if (error) {
+        fail_msg("create %s k=%u m=%u w=%u ps=%u on %s: %s (%s)",
+                 cfg->code == GPU_PARITY_CODE_GF8 ? "gf8" : "bitmatrix",
+                 cfg->k, cfg->m, cfg->w, cfg->packetsize,
+                 gpu_parity_backend_name(cfg->backend),
+                 gpu_parity_strerror(error), err);
+    }
+    assert_int_equal(gpu_parity_backend(pc), cfg->backend);
+    return pc;
+}
+
 static struct gpu_parity *
 make_coder(unsigned int k, unsigned int m, unsigned int w, unsigned int ps,
            enum gpu_parity_backend be)
 {
     struct gpu_parity_config cfg;
-    struct gpu_parity *pc = NULL;
-    char err[256];
-    int error;
 
     gpu_parity_config_init(&cfg, k, m);
     cfg.w = w;
     cfg.packetsize = ps;
     cfg.backend = be;
-    error = gpu_parity_create(&cfg, &pc, err, sizeof err);
-    if (error) {
-        fail_msg("create k=%u m=%u w=%u ps=%u on %s: %s (%s)", k, m, w, ps,
-                 gpu_parity_backend_name(be), gpu_parity_strerror(error),
-                 err);
-    }
-    assert_int_equal(gpu_parity_backend(pc), be);
-    return pc;
+    return make_coder_cfg(&cfg);
 }
 
 /* A GF8-code coder; 'portable' forces the portable CPU code. */
@@ -163,23 +173,13 @@ make_coder_gf8(unsigned int k, unsigned int m, unsigned int ps,
                enum gpu_parity_backend be, bool portable)
 {
     struct gpu_parity_config cfg;
-    struct gpu_parity *pc = NULL;
-    char err[256];
-    int error;
 
     gpu_parity_config_init(&cfg, k, m);
     cfg.code = GPU_PARITY_CODE_GF8;
     cfg.packetsize = ps;
     cfg.backend = be;
     cfg.portable = portable;
-    error = gpu_parity_create(&cfg, &pc, err, sizeof err);
-    if (error) {
-        fail_msg("create gf8 k=%u m=%u ps=%u on %s: %s (%s)", k, m, ps,
-                 gpu_parity_backend_name(be), gpu_parity_strerror(error),
-                 err);
-    }
-    assert_int_equal(gpu_parity_backend(pc), be);
-    return pc;
+    return make_coder_cfg(&cfg);
 }
 
 /* The smallest w for k + m chunks. */
