@@ -288,15 +288,17 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                  own_in ? "own" : "caller's", own_out ? "own" : "caller's");
         check_verdicts(p, out, expect, seed, backend, remap, how);
         if (backend == GPU_IDS_BACKEND_CUDA) {
-            /* Copies in (1 or 3, then a memset for the counters), the
-             * scan (and with payload, confirm and rules), verdict_kernel,
-             * copies out (1 or 2) and the event; then the wait's sync.
-             * A clear of the (packet, pattern) set is one more: the
-             * first submission's, and one whenever the hit lists grow
-             * with the hits seen (n_set_clears counts them). */
+            /* Own input and verdicts: one copy in and the batch's
+             * graph.  Else copies in (1 or 3, then a memset for the
+             * counters), the scan (and with payload, confirm and rules),
+             * verdict_kernel, copies out (1 or 2) and the event.  Then
+             * the wait's sync.  A clear of the (packet, pattern) set is
+             * one more: the first submission's, and one whenever the hit
+             * lists grow with the hits seen (n_set_clears counts them). */
             uint64_t calls = after.n_runtime_calls - before.n_runtime_calls;
-            uint64_t expect_calls = ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
-                                     + (own_out ? 1 : 2) + 1
+            uint64_t expect_calls = ((own_in && own_out ? 2
+                                      : ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
+                                         + (own_out ? 1 : 2) + 1))
                                      + (after.n_set_clears
                                         - before.n_set_clears));
             uint64_t checks = (after.n_completion_checks
