@@ -702,13 +702,15 @@ graph_build(struct gpu_ids_batch *b)
 }
 
 /* True if 'b''s submission can be the graph launch: input and verdicts
- * in the batch's own block (input_is_own()), no profiling events. */
+ * in the batch's own block (input_is_own()), no profiling events, not
+ * configured kernel by kernel. */
 static bool
 graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
 {
     struct cuda_batch *c = cb(b);
 
-    return (!c->graph.broken && !c->prof[0] && b->n_packets
+    return (!c->graph.broken && !b->m->cfg.kernel_by_kernel && !c->prof[0]
+            && b->n_packets
             && input_is_own(b, L) && b->verdicts == b->bufs.verdicts
             && (!b->m->cfg.remap
                 || scan_blocks(b, b->n_packets, b->n_bytes)
