@@ -778,7 +778,7 @@ main(int argc, char **argv)
            "calls that queue a submission, its wait's sync apart):\n"
            "%-48s %11s %11s %11s\n", "batch", "calls", "submit",
            "round trip");
-    static const size_t sizes[] = { 32, 256, 4096 };
+    static const size_t sizes[] = { 32, 256, 1024, 4096 };
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         /* Own buffers as the batch's graph, then kernel by kernel; the
          * caller's. */
