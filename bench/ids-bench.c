@@ -367,7 +367,7 @@ e2e_passes(const struct traffic *t, size_t batch, int passes,
  * the caller's.  Returns false if a submission failed. */
 static bool
 submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
-            size_t n, bool own)
+            size_t n, bool own, bool kernel_by_kernel)
 {
     struct gpu_ids_matcher_config cfg;
     struct gpu_ids_matcher_stats before, after;
@@ -383,6 +383,7 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     bytes = t->offsets[n] - t->offsets[0];
     gpu_ids_matcher_config_init(&cfg);
     cfg.backend = GPU_IDS_BACKEND_CUDA;
+    cfg.kernel_by_kernel = kernel_by_kernel;
     v = gpu_host_alloc(n * sizeof *v);
     if (!v || gpu_ids_matcher_create(rs, &cfg, &m)) {
         return false;
@@ -417,8 +418,10 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     }
     double wall = now() - start;
     gpu_ids_matcher_get_stats(m, &after);
-    printf("%5zu packets (%7zu B), %-16s %11.2f %8.1f us %8.1f us\n",
-           n, bytes, own ? "own buffers" : "caller's buffers",
+    printf("%5zu packets (%7zu B), %-22s %11.2f %8.1f us %8.1f us\n",
+           n, bytes,
+           !own ? "caller's buffers"
+           : kernel_by_kernel ? "own, kernel by kernel" : "own, graph",
            (double) (after.n_runtime_calls - before.n_runtime_calls)
            / (after.n_batches - before.n_batches),
            submit_s * 1e6 / rounds, wall * 1e6 / rounds);
@@ -773,12 +776,14 @@ main(int argc, char **argv)
     printf("\nsubmission cost to the calling thread (CUDA, remap, no "
            "profiling; mean of 2000 submit+wait rounds; calls: runtime "
            "calls that queue a submission, its wait's sync apart):\n"
-           "%-42s %11s %11s %11s\n", "batch", "calls", "submit",
+           "%-48s %11s %11s %11s\n", "batch", "calls", "submit",
            "round trip");
-    static const size_t sizes[] = { 32, 256, 4096 };
+    static const size_t sizes[] = { 32, 256, 1024, 4096 };
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        for (int own = 1; own >= 0; own--) {
-            if (!submit_cost(rs, &t, sizes[k], own)) {
+        /* Own buffers as the batch's graph, then kernel by kernel; the
+         * caller's. */
+        for (int mode = 0; mode < 3; mode++) {
+            if (!submit_cost(rs, &t, sizes[k], mode < 2, mode == 1)) {
                 return 1;
             }
         }

@@ -389,7 +389,8 @@ for service in $SERVICES; do
                 ovs-appctl dpif-netdev/pmd-stats-show
                 echo "$show"
                 case $service in
-                    ids-*) ovs-appctl gpu-ids/show bench | sed -n 1,12p ;;
+                    ids-*) ovs-appctl gpu-ids/show bench \
+                               | awk 'NR <= 12 || /runtime calls|drop mode/' ;;
                     re) ovs-appctl gpu-re/show ;;
                     fec) ovs-appctl gpu-fec/show ;;
                     index) ovs-appctl gpu-index/show bench ;;

@@ -7,8 +7,11 @@
 # The OVS programs come from PATH (a build's ovs/ folders, or a bundle
 # made by make-device-bundle.sh); VSWITCH_SCHEMA names vswitch.ovsschema;
 # DPDK_PMD_ARGS may add "-d LIB" options for DPDK's pcap and null drivers.
+# The run's folder (and gpu_index's stores, inside it) is made in TMPDIR
+# (default /tmp): TMPDIR=/dev/shm tells a disk-bound recorder from one
+# that is not.
 
-RUN=$(mktemp -d /tmp/ovsgpu-bench.XXXXXX)
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/ovsgpu-bench.XXXXXX")
 export OVS_RUNDIR=$RUN OVS_LOGDIR=$RUN OVS_DBDIR=$RUN OVS_SYSCONFDIR=$RUN
 bench_cleanup() {
     ovs-appctl -t ovs-vswitchd exit --cleanup >/dev/null 2>&1 || true

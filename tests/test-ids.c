@@ -246,7 +246,8 @@ check_verdicts(const struct pkts *p, const struct gpu_ids_verdict *v,
 
 /* Runs 'p' through a batch of 'm' four times, with each mix of the
  * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
- * input and the verdicts: on CUDA each mix takes its own copies. */
+ * input and the verdicts: on CUDA each mix takes its own copies.  'remap'
+ * 2 is remapping with 'kernel_by_kernel' set. */
 static void
 check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                   const struct gpu_ids_verdict *expect, uint64_t seed,
@@ -288,15 +289,18 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                  own_in ? "own" : "caller's", own_out ? "own" : "caller's");
         check_verdicts(p, out, expect, seed, backend, remap, how);
         if (backend == GPU_IDS_BACKEND_CUDA) {
-            /* Copies in (1 or 3, then a memset for the counters), the
-             * scan (and with payload, confirm and rules), verdict_kernel,
-             * copies out (1 or 2) and the event; then the wait's sync.
-             * A clear of the (packet, pattern) set is one more: the
-             * first submission's, and one whenever the hit lists grow
-             * with the hits seen (n_set_clears counts them). */
+            /* Own input and verdicts: one copy in and the batch's
+             * graph.  Else copies in (1 or 3, then a memset for the
+             * counters), the scan (and with payload, confirm and rules),
+             * verdict_kernel, copies out (1 or 2) and the event.  Then
+             * the wait's sync.  A clear of the (packet, pattern) set is
+             * one more: the first submission's, and one whenever the hit
+             * lists grow with the hits seen (n_set_clears counts them). */
             uint64_t calls = after.n_runtime_calls - before.n_runtime_calls;
-            uint64_t expect_calls = ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
-                                     + (own_out ? 1 : 2) + 1
+            bool graph = own_in && own_out && remap != 2;
+            uint64_t expect_calls = ((graph ? 2
+                                      : ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
+                                         + (own_out ? 1 : 2) + 1))
                                      + (after.n_set_clears
                                         - before.n_set_clears));
             uint64_t checks = (after.n_completion_checks
@@ -321,7 +325,9 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
     struct gpu_ids_verdict *v = gpu_host_alloc((p->n + 1) * sizeof *v);
 
     for (int b = 0; b < n_backends; b++) {
-        for (int remap = 0; remap < 2; remap++) {
+        /* On CUDA: 0, 1 remap with the batch's graph, 2 remap kernel by
+         * kernel. */
+        for (int remap = 0; remap < 3; remap++) {
             struct gpu_ids_matcher_config cfg;
             struct gpu_ids_matcher *m;
 
@@ -330,7 +336,8 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
             }
             gpu_ids_matcher_config_init(&cfg);
             cfg.backend = backends[b];
-            cfg.remap = remap;
+            cfg.remap = remap != 0;
+            cfg.kernel_by_kernel = remap == 2;
             cfg.chunk_bytes = remap ? 64 : 0;   /* Many chunk edges. */
             assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
             memset(v, 0xa5, (p->n + 1) * sizeof *v);

@@ -250,6 +250,12 @@ struct gpu_ids_matcher_config {
     /* CUDA: time the scan and check kernels of every batch (events on
      * the stream; see gpu_ids_matcher_stats). */
     bool profile;
+
+    /* CUDA: queue a submission from the batch's own buffers kernel by
+     * kernel (7 runtime calls) rather than as the batch's graph (2), as
+     * submissions from the caller's buffers and with 'profile' are
+     * always queued.  For comparisons and tests. */
+    bool kernel_by_kernel;
 };
 
 void gpu_ids_matcher_config_init(struct gpu_ids_matcher_config *);

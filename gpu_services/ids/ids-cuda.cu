@@ -138,12 +138,47 @@ static_assert(CTR_BYTES % alignof(struct gpu_ids_verdict) == 0,
 struct io_layout {
     size_t ctr_out;             /* 0. */
     size_t verdicts;            /* max_packets. */
+    size_t flag;                /* A graph launch's sequence number, on the
+                                 * host when it is done (struct graph). */
+    size_t args;                /* struct graph_args, copied in ahead of
+                                 * the rest by a graph launch. */
     size_t ctr;                 /* CTR_BYTES. */
     size_t offsets;             /* max_packets + 1. */
     size_t hdrs;                /* max_packets. */
     size_t data;                /* max_bytes rounded up to 8, plus 8: the
                                  * scan reads whole aligned words. */
     size_t size;
+};
+
+/* A submission's arguments, in device memory for the graph's kernels:
+ * the graph is built once per batch, so what changes from one launch to
+ * the next is read from here, copied in with the input. */
+struct graph_args {
+    struct scan_args scan;
+    struct check_args check;
+    uint32_t n_packets;
+    uint32_t seq;               /* The done kernel's to write to 'flag'. */
+};
+
+/* A batch's submissions as one CUDA graph: on a host where each runtime
+ * call costs the calling thread microseconds (docs/PERFORMANCE.md: ~2.4
+ * us a copy, ~3.5 us a launch), the scan's four kernels, its copy out
+ * and its event would cost a PMD thread ~20 us a call; as one copy in
+ * and one graph launch, ~6.  The graph's last kernels write the verdicts
+ * and a sequence number into the batch's pinned (mapped) host block,
+ * where the thread sees completion by reading memory.  The device's
+ * reads of mapped host memory cross PCIe one by one (~800 us for 20 kB
+ * measured on the H100 machine), so the input still comes by copy. */
+struct graph {
+    cudaGraphExec_t exec;       /* NULL until built. */
+    bool broken;                /* Building failed: the batch launches
+                                 * kernel by kernel. */
+    bool in_flight;
+    uint32_t seq;               /* Of the launch in flight. */
+    uint32_t scan_blocks;       /* The scan's grid, the largest any
+                                 * submission needs. */
+    cudaStream_t stream;        /* The one it was launched on. */
+    uint32_t n_unseen;          /* Polls that did not see it done. */
 };
 
 struct cuda_matcher {
@@ -193,6 +228,7 @@ struct cuda_batch {
     cudaEvent_t done;
     cudaEvent_t prof[N_PROF];
     bool fallback;              /* Match on the CPU at wait time. */
+    struct graph graph;
 };
 
 static struct cuda_matcher *
@@ -321,6 +357,9 @@ cuda_uninit(struct gpu_ids_matcher *m)
 static void
 batch_free(struct cuda_batch *c)
 {
+    if (c->graph.exec) {
+        cudaGraphExecDestroy(c->graph.exec);
+    }
     cudaFree(c->d_io);
     cudaFree(c->d_keys);
     cudaFree(c->d_counts);
@@ -392,7 +431,9 @@ cuda_batch_init(struct gpu_ids_batch *b)
     struct io_layout *L = &c->io;
     L->ctr_out = 0;
     L->verdicts = CTR_BYTES;
-    L->ctr = align256(L->verdicts + np * sizeof *c->d_verdicts);
+    L->flag = L->verdicts + np * sizeof *c->d_verdicts;
+    L->args = align256(L->flag + sizeof(uint32_t));
+    L->ctr = align256(L->args + sizeof(struct graph_args));
     L->offsets = L->ctr + CTR_BYTES;
     L->hdrs = align256(L->offsets + (np + 1) * sizeof *c->d_offsets);
     L->data = align256(L->hdrs + np * sizeof *c->d_hdrs);
@@ -511,6 +552,212 @@ input_is_own(const struct gpu_ids_batch *b, const struct io_layout *L)
             && (slack <= MAX_COPY_SLACK || slack <= used));
 }
 
+/* ---- The graph's kernels: the bodies of ids-kernels.cuh with their
+ * arguments read from device memory. ---- */
+
+template <bool REMAP>
+__global__ void __launch_bounds__(THREADS)
+graph_scan_kernel(const uint32_t *__restrict__ trans,
+                  const uint8_t *__restrict__ class_map,
+                  const struct graph_args *g)
+{
+    scan_body<REMAP>(trans, class_map, g->scan);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_confirm_kernel(struct gpu_ids_tables t, const struct graph_args *g)
+{
+    confirm_body(t, g->check);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_rules_kernel(struct gpu_ids_tables t, const struct graph_args *g)
+{
+    rules_body(t, g->check);
+}
+
+/* Writes the verdicts and counters straight into the host block. */
+__global__ void
+graph_verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
+                     const struct graph_args *g, struct gpu_ids_verdict *v,
+                     const uint32_t *ctr, uint32_t *ctr_out)
+{
+    verdict_body(keys, counts, g->n_packets, v, ctr, ctr_out, N_CTR);
+    __threadfence_system();
+}
+
+/* After everything else of the launch: its sequence number, for the host
+ * to read. */
+__global__ void
+graph_done_kernel(const struct graph_args *g, volatile uint32_t *flag)
+{
+    __threadfence_system();
+    *flag = g->seq;
+}
+
+/* The scan's chunk for a submission of 'n_bytes' (see MIN_SCAN_ITEMS). */
+static uint32_t
+scan_chunk(const struct gpu_ids_batch *b, size_t n_bytes)
+{
+    uint32_t chunk = b->m->cfg.chunk_bytes;
+
+    while (chunk >= 32 && n_bytes / chunk < MIN_SCAN_ITEMS) {
+        chunk /= 2;
+    }
+    return chunk;
+}
+
+/* Blocks of the scan for a submission of 'n_packets' and 'n_bytes'. */
+static uint32_t
+scan_blocks(const struct gpu_ids_batch *b, size_t n_packets, size_t n_bytes)
+{
+    if (b->m->cfg.remap) {
+        uint32_t chunk = scan_chunk(b, n_bytes);
+        size_t items = (n_bytes + chunk - 1) / chunk;
+        size_t blocks = (items + THREADS - 1) / THREADS;
+
+        return blocks ? blocks : 1;
+    }
+    return (n_packets + THREADS - 1) / THREADS;
+}
+
+/* Builds 'c''s graph, by capture on a stream of its own.  Grids are the
+ * largest any submission of the batch needs; the scan's and check's
+ * blocks past a submission's work return at once. */
+static int
+graph_build(struct gpu_ids_batch *b)
+{
+    struct cuda_matcher *m = cm(b->m);
+    struct cuda_batch *c = cb(b);
+    const struct io_layout *L = &c->io;
+    const struct graph_args *d_args;
+    size_t np = b->max_packets;
+    cudaGraph_t graph = NULL;
+    cudaStream_t cs = NULL;
+    char *h_io_dev = NULL;
+    int error;
+
+    /* A submission of fewer bytes than the batch holds may halve its
+     * chunks (scan_chunk()), so it can need more items than a full one:
+     * below 2 * MIN_SCAN_ITEMS at most. */
+    uint32_t blocks = scan_blocks(b, np, b->max_bytes);
+    uint32_t small = (2 * MIN_SCAN_ITEMS + THREADS - 1) / THREADS;
+
+    if (b->m->cfg.remap && blocks < small) {
+        blocks = small;
+    }
+    c->graph.scan_blocks = blocks;
+
+    /* The check kernels stride over lists of any length; as launch()
+     * does for its first lists. */
+    uint32_t check_blocks = (c->hit_cap + THREADS - 1) / THREADS;
+    if (check_blocks > CHECK_BLOCKS) {
+        check_blocks = CHECK_BLOCKS;
+    }
+    d_args = (const struct graph_args *) (c->d_io + L->args);
+    error = CK(cudaHostGetDevicePointer((void **) &h_io_dev, c->h_io, 0));
+    if (!error) {
+        error = CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    }
+    if (!error) {
+        error = CK(cudaStreamBeginCapture(cs,
+                                          cudaStreamCaptureModeThreadLocal));
+    }
+    if (!error) {
+        if (b->m->cfg.remap) {
+            graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
+                m->dview.trans, m->dview.class_map, d_args);
+        } else {
+            graph_scan_kernel<false><<<blocks, THREADS, 0, cs>>>(
+                m->dview.trans, m->dview.class_map, d_args);
+        }
+        graph_confirm_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview,
+                                                               d_args);
+        graph_rules_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview,
+                                                             d_args);
+        graph_verdict_kernel<<<(np + THREADS - 1) / THREADS, THREADS, 0,
+                               cs>>>(
+            c->d_keys, c->d_counts, d_args,
+            (struct gpu_ids_verdict *) (h_io_dev + L->verdicts), c->d_ctr,
+            (uint32_t *) (h_io_dev + L->ctr_out));
+        graph_done_kernel<<<1, 1, 0, cs>>>(
+            d_args, (volatile uint32_t *) (h_io_dev + L->flag));
+        error = CK(cudaStreamEndCapture(cs, &graph));
+    }
+    if (!error) {
+        error = CK(cudaGraphInstantiate(&c->graph.exec, graph, 0));
+    }
+    if (graph) {
+        cudaGraphDestroy(graph);
+    }
+    if (cs) {
+        cudaStreamDestroy(cs);
+    }
+    if (error) {
+        c->graph.exec = NULL;
+        c->graph.broken = true;
+        cudaGetLastError();
+    }
+    return error;
+}
+
+/* True if 'b''s submission can be the graph launch: input and verdicts
+ * in the batch's own block (input_is_own()), no profiling events, not
+ * configured kernel by kernel. */
+static bool
+graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
+{
+    struct cuda_batch *c = cb(b);
+
+    return (!c->graph.broken && !b->m->cfg.kernel_by_kernel && !c->prof[0]
+            && b->n_packets
+            && input_is_own(b, L) && b->verdicts == b->bufs.verdicts
+            && (!b->m->cfg.remap
+                || scan_blocks(b, b->n_packets, b->n_bytes)
+                   <= (c->graph.exec ? c->graph.scan_blocks : UINT32_MAX))
+            && (c->graph.exec || !graph_build(b)));
+}
+
+/* Launches 'b''s graph: the arguments and the input in one copy, then
+ * the graph. */
+static int
+graph_launch(struct gpu_ids_batch *b, cudaStream_t s,
+             const struct scan_args *a, const struct check_args *ca)
+{
+    struct cuda_batch *c = cb(b);
+    const struct io_layout *L = &c->io;
+    struct graph_args *ga = (struct graph_args *) (c->h_io + L->args);
+    int error;
+
+    ga->scan = *a;
+    ga->check = *ca;
+    ga->n_packets = b->n_packets;
+    ga->seq = ++c->graph.seq;
+    c->n_calls += 2;
+    error = CK(cudaMemcpyAsync(c->d_io + L->args, c->h_io + L->args,
+                               L->data - L->args + b->n_bytes,
+                               cudaMemcpyHostToDevice, s));
+    if (!error) {
+        error = CK(cudaGraphLaunch(c->graph.exec, s));
+    }
+    if (!error) {
+        c->launch_ctr = (const uint32_t *) (c->h_io + L->ctr_out);
+        c->graph.in_flight = true;
+        c->graph.stream = s;
+        c->graph.n_unseen = 0;
+    }
+    return error;
+}
+
+/* True if the graph launch in flight wrote its sequence number. */
+static bool
+graph_seen_done(const struct cuda_batch *c)
+{
+    const uint32_t *flag = (const uint32_t *) (c->h_io + c->io.flag);
+
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE) == c->graph.seq;
+}
+
 static int
 launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
 {
@@ -519,8 +766,11 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     const struct io_layout *L = &c->io;
     uint32_t n = b->n_packets;
     int error = GPU_OK;
+    bool graph = !again && graph_usable(b, L);
 
-    if (!again && input_is_own(b, L)) {
+    if (graph) {
+        /* The input goes in with the arguments, below. */
+    } else if (!again && input_is_own(b, L)) {
         /* Zero counters, offsets, headers and payloads, in one copy. */
         c->n_calls++;
         error = CK(cudaMemcpyAsync(c->d_io + L->ctr, c->h_io + L->ctr,
@@ -584,10 +834,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     a.base = b->offsets[0];
     a.n_packets = n;
     a.n_bytes = b->n_bytes;
-    a.chunk = b->m->cfg.chunk_bytes;
-    while (a.chunk >= 32 && b->n_bytes / a.chunk < MIN_SCAN_ITEMS) {
-        a.chunk /= 2;
-    }
+    a.chunk = scan_chunk(b, b->n_bytes);
     a.warm = m->dview.max_depth ? m->dview.max_depth - 1 : 0;
     a.hits = c->d_hits;
     a.hit_count = &c->d_ctr[CTR_HITS];
@@ -611,6 +858,10 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     ca.keys = c->d_keys;
     ca.counts = c->d_counts;
     ca.rule_counts = m->d_rule_counts;
+
+    if (graph) {
+        return graph_launch(b, s, &a, &ca);
+    }
 
     /* The check kernels stride over the lists, whose lengths only the
      * device knows; a batch too small to fill the lists' capacity gets a
@@ -800,6 +1051,25 @@ cuda_poll(struct gpu_ids_batch *b)
         return finish(b, GPU_OK);
     }
     c->n_checks++;
+    if (c->graph.in_flight) {
+        /* A read of host memory, and only now and then a runtime call,
+         * which tells a launch that failed on the device from one still
+         * running. */
+        if (graph_seen_done(c)) {
+            c->graph.in_flight = false;
+            return finish(b, GPU_OK);
+        }
+        if (++c->graph.n_unseen % 1024) {
+            return GPU_ERR_BUSY;
+        }
+        e = cudaStreamQuery(c->graph.stream);
+        if (e == cudaErrorNotReady) {
+            return GPU_ERR_BUSY;
+        }
+        c->graph.in_flight = false;
+        return finish(b, e != cudaSuccess ? CK(e)
+                         : graph_seen_done(c) ? GPU_OK : GPU_ERR_DEVICE);
+    }
     e = cudaEventQuery(c->done);
     if (e == cudaErrorNotReady) {
         return GPU_ERR_BUSY;
@@ -816,6 +1086,13 @@ cuda_wait(struct gpu_ids_batch *b)
         return finish(b, GPU_OK);
     }
     c->n_checks++;
+    if (c->graph.in_flight) {
+        int error = CK(cudaStreamSynchronize(c->graph.stream));
+
+        c->graph.in_flight = false;
+        return finish(b, error ? error
+                         : graph_seen_done(c) ? GPU_OK : GPU_ERR_DEVICE);
+    }
     return finish(b, CK(cudaEventSynchronize(c->done)));
 }
 

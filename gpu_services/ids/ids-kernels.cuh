@@ -181,9 +181,9 @@ emit_hit(struct hit *hits, uint32_t *hit_count, uint32_t cap,
  * chunk, resetting to the root at each packet start.  Else one packet per
  * thread. */
 template <bool REMAP>
-__global__ void __launch_bounds__(THREADS)
-scan_kernel(const uint32_t *__restrict__ trans,
-            const uint8_t *__restrict__ class_map, struct scan_args a)
+__device__ __forceinline__ void
+scan_body(const uint32_t *__restrict__ trans,
+          const uint8_t *__restrict__ class_map, const struct scan_args a)
 {
     __shared__ uint8_t cmap[256];
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
@@ -258,6 +258,17 @@ scan_kernel(const uint32_t *__restrict__ trans,
     }
 }
 
+/* Each kernel is a body, which a launch with its arguments by value (here)
+ * and one that reads them from device memory (ids-cuda.cu's graph) both
+ * run. */
+template <bool REMAP>
+__global__ void __launch_bounds__(THREADS)
+scan_kernel(const uint32_t *__restrict__ trans,
+            const uint8_t *__restrict__ class_map, struct scan_args a)
+{
+    scan_body<REMAP>(trans, class_map, a);
+}
+
 /* ---- Check, part 1: hits to work items. ---- */
 
 struct check_args {
@@ -280,8 +291,8 @@ struct check_args {
  * atomicCAS, a few header compares), so the lanes' divergence costs
  * little; the contents, which may take the whole packet, are left to
  * rules_kernel. */
-__global__ void __launch_bounds__(THREADS)
-confirm_kernel(struct gpu_ids_tables t, struct check_args a)
+__device__ __forceinline__ void
+confirm_body(const struct gpu_ids_tables &t, const struct check_args a)
 {
     uint32_t n = *a.hit_count;
 
@@ -394,12 +405,18 @@ warp_contents_match(const struct gpu_ids_tables *t,
     return res == GPU_IDS_CM_MATCH;
 }
 
+__global__ void __launch_bounds__(THREADS)
+confirm_kernel(struct gpu_ids_tables t, struct check_args a)
+{
+    confirm_body(t, a);
+}
+
 /* One warp per work item, the items strided over the grid's warps (their
  * number is known only on the device).  Every value but the lane's own
  * start in warp_find() is the same on all lanes, so the warp never
  * diverges around the ballots.  blockDim.x must be a multiple of 32. */
-__global__ void __launch_bounds__(THREADS)
-rules_kernel(struct gpu_ids_tables t, struct check_args a)
+__device__ __forceinline__ void
+rules_body(const struct gpu_ids_tables &t, const struct check_args a)
 {
     uint32_t n = *a.item_count;
     uint32_t lane = threadIdx.x % WARP;
@@ -425,14 +442,20 @@ rules_kernel(struct gpu_ids_tables t, struct check_args a)
     }
 }
 
+__global__ void __launch_bounds__(THREADS)
+rules_kernel(struct gpu_ids_tables t, struct check_args a)
+{
+    rules_body(t, a);
+}
+
 /* ---- Verdicts. ---- */
 
 /* 'ctr_out' gets the 'n_ctr' list counters 'ctr': every kernel that
  * appends to the lists ran before this one. */
-__global__ void
-verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
-               uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
-               uint32_t *ctr_out, uint32_t n_ctr)
+__device__ __forceinline__ void
+verdict_body(const unsigned long long *keys, const uint32_t *counts,
+             uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
+             uint32_t *ctr_out, uint32_t n_ctr)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -448,6 +471,14 @@ verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
         out.pad = 0;
         v[i] = out;
     }
+}
+
+__global__ void
+verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
+               uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
+               uint32_t *ctr_out, uint32_t n_ctr)
+{
+    verdict_body(keys, counts, n, v, ctr, ctr_out, n_ctr);
 }
 
 #endif /* ids-kernels.cuh */

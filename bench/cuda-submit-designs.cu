@@ -1,0 +1,331 @@
+/*
+ * Copyright (c) 2026 The ovs-gpu authors.
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at:
+ *
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ *
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+/*
+ * Two ways for a PMD thread to submit a gather of packets to the GPU, and
+ * what each costs the thread (issue 18: drop-mode gpu_ids makes a device
+ * call per ~100 us of traffic, so the call's CPU time is per-packet cost).
+ * Standalone (not built by make):
+ *
+ *     nvcc -O2 -arch=sm_90 bench/cuda-submit-designs.cu -o /tmp/sd
+ *     /tmp/sd [BYTES]
+ *
+ * "calls": gpu_ids' submission today: one copy in, four kernel launches,
+ * one copy out, one event record; completion by cudaEventQuery.
+ *
+ * "graph": the same four kernels and two copies as one CUDA graph built
+ * once: the first node pulls the gather's bytes from mapped pinned memory
+ * (the size read from a mapped argument block), the last pushes the
+ * verdicts and a sequence number to mapped memory, so the submission is
+ * one cudaGraphLaunch and completion a read of host memory.
+ *
+ * Each prints the thread's CPU time per submission (enqueue only), the
+ * round trip (submit to seen done, one at a time), and the CPU time spent
+ * polling during a round trip.
+ */
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, \
+            cudaGetErrorString(e_)); exit(1); } } while (0)
+
+struct args {
+    uint32_t n_bytes;
+    uint32_t n_packets;
+    uint32_t seq;
+};
+
+static double now_ns()
+{
+    return std::chrono::duration<double, std::nano>(
+        std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/* Stands for the scan, confirm and rules kernels: touches the data.  Its
+ * arguments are the device's copy that pull() made: a read of mapped
+ * memory by every thread would cross PCIe for each. */
+__global__ void work(const uint8_t *d, const args *a, uint32_t *o)
+{
+    uint32_t n = a->n_bytes;
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i * 64 < n) {
+        o[i & 4095] += d[i * 64];
+    }
+}
+
+__global__ void work_n(const uint8_t *d, uint32_t n, uint32_t *o)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i * 64 < n) {
+        o[i & 4095] += d[i * 64];
+    }
+}
+
+/* Pulls a->n_bytes from mapped host memory into device memory, and the
+ * argument block into 'da' for the kernels after it: one read of mapped
+ * memory per block. */
+__global__ void pull(const uint4 *h, uint4 *d, const volatile args *a,
+                     args *da)
+{
+    __shared__ args sa;
+    if (!threadIdx.x) {
+        sa.n_bytes = a->n_bytes;
+        sa.n_packets = a->n_packets;
+        sa.seq = a->seq;
+        if (!blockIdx.x) {
+            *da = sa;
+        }
+    }
+    __syncthreads();
+    uint32_t n = (sa.n_bytes + 15) / 16;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        d[i] = h[i];
+    }
+}
+
+/* Pushes verdicts to mapped host memory, then the sequence number. */
+__global__ void push(const uint2 *d, uint2 *h, const args *a,
+                     volatile uint32_t *done)
+{
+    uint32_t n = a->n_packets;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        h[i] = d[i];
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (!threadIdx.x) {
+        *done = a->seq;
+    }
+}
+
+/* Writes the sequence number to mapped memory once the graph's copies
+ * and kernels before it are done. */
+__global__ void signal(uint32_t *count, volatile uint32_t *done)
+{
+    uint32_t seq = ++*count;
+
+    __threadfence_system();
+    *done = seq;
+}
+
+int main(int argc, char *argv[])
+{
+    uint32_t bytes = argc > 1 ? atoi(argv[1]) : 100000;
+    uint32_t packets = bytes / 600 + 1;
+    const int N = 2000;
+    cudaStream_t s;
+    cudaEvent_t e;
+    uint8_t *h_data, *d_data;
+    uint2 *h_verd, *d_verd;
+    uint32_t *d_out;
+    args *h_args;
+    uint32_t *h_done;
+
+    CK(cudaSetDeviceFlags(cudaDeviceMapHost));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaHostAlloc(&h_data, 4 << 20, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&h_verd, 4096 * sizeof *h_verd, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&h_args, sizeof *h_args, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&h_done, 64, cudaHostAllocMapped));
+    CK(cudaMalloc(&d_data, 4 << 20));
+    CK(cudaMalloc(&d_verd, 4096 * sizeof *d_verd));
+    CK(cudaMalloc(&d_out, 4096 * sizeof *d_out));
+    uint32_t blocks = (4 << 20) / 64 / 256;
+    uint32_t n_blocks = (bytes / 64 + 255) / 256;
+
+    /* "calls". */
+    double submit = 0, rt = 0, polls = 0;
+    for (int i = 0; i < N; i++) {
+        double t0 = now_ns();
+        CK(cudaMemcpyAsync(d_data, h_data, bytes, cudaMemcpyHostToDevice,
+                           s));
+        for (int k = 0; k < 4; k++) {
+            work_n<<<n_blocks, 256, 0, s>>>(d_data, bytes, d_out);
+        }
+        CK(cudaMemcpyAsync(h_verd, d_verd, packets * sizeof *h_verd,
+                           cudaMemcpyDeviceToHost, s));
+        CK(cudaEventRecord(e, s));
+        double t1 = now_ns();
+        while (cudaEventQuery(e) == cudaErrorNotReady) {
+            continue;
+        }
+        double t2 = now_ns();
+        submit += t1 - t0;
+        rt += t2 - t0;
+        polls += t2 - t1;
+    }
+    printf("calls: %u bytes: submit %.2f us, round trip %.2f us "
+           "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
+           polls / N / 1e3);
+
+    /* "graph": built once, by capture, with the argument block mapped. */
+    volatile args *d_args;
+    uint4 *d_hdata;
+    uint2 *d_hverd;
+    uint32_t *d_done;
+    args *d_args_copy;
+    CK(cudaMalloc(&d_args_copy, sizeof *d_args_copy));
+    CK(cudaHostGetDevicePointer((void **) &d_args, h_args, 0));
+    CK(cudaHostGetDevicePointer((void **) &d_hdata, h_data, 0));
+    CK(cudaHostGetDevicePointer((void **) &d_hverd, h_verd, 0));
+    CK(cudaHostGetDevicePointer((void **) &d_done, h_done, 0));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    pull<<<132 * 2, 512, 0, s>>>(d_hdata, (uint4 *) d_data, d_args,
+                                 d_args_copy);
+    for (int k = 0; k < 3; k++) {
+        work<<<blocks, 256, 0, s>>>(d_data, d_args_copy, d_out);
+    }
+    push<<<1, 512, 0, s>>>(d_verd, d_hverd, d_args_copy, d_done);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphUpload(ge, s));
+    submit = rt = polls = 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t seq = i + 1;
+        double t0 = now_ns();
+        h_args->n_bytes = bytes;
+        h_args->n_packets = packets;
+        h_args->seq = seq;
+        CK(cudaGraphLaunch(ge, s));
+        double t1 = now_ns();
+        while (*(volatile uint32_t *) h_done != seq) {
+            continue;
+        }
+        double t2 = now_ns();
+        submit += t1 - t0;
+        rt += t2 - t0;
+        polls += t2 - t1;
+    }
+    printf("graph: %u bytes: submit %.2f us, round trip %.2f us "
+           "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
+           polls / N / 1e3);
+    CK(cudaStreamSynchronize(s));
+
+    /* Each kernel of the graph alone, timed with events. */
+    {
+        cudaEvent_t a, b;
+        float ms[3];
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        for (int k = 0; k < 3; k++) {
+            CK(cudaEventRecord(a, s));
+            if (k == 0) {
+                pull<<<132 * 2, 512, 0, s>>>(d_hdata, (uint4 *) d_data,
+                                             d_args, d_args_copy);
+            } else if (k == 1) {
+                work<<<blocks, 256, 0, s>>>(d_data, d_args_copy, d_out);
+            } else {
+                push<<<1, 512, 0, s>>>(d_verd, d_hverd, d_args_copy, d_done);
+            }
+            CK(cudaEventRecord(b, s));
+            CK(cudaEventSynchronize(b));
+            CK(cudaEventElapsedTime(&ms[k], a, b));
+        }
+        printf("graph kernels alone: pull %.1f us, work %.1f us, "
+               "push %.1f us\n", ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3);
+    }
+
+    /* "graph2": the copies as memcpy nodes (the copy in's size set
+     * before each launch), a kernel that only signals. */
+    {
+        cudaGraph_t g2;
+        cudaGraphExec_t ge2;
+        cudaGraphNode_t copy_in;
+        uint32_t *d_count;
+        CK(cudaMalloc(&d_count, sizeof *d_count));
+        CK(cudaMemset(d_count, 0, sizeof *d_count));
+        CK(cudaGraphCreate(&g2, 0));
+        CK(cudaGraphAddMemcpyNode1D(&copy_in, g2, NULL, 0, d_data, h_data,
+                                    bytes, cudaMemcpyHostToDevice));
+        cudaGraphNode_t prev = copy_in, node;
+        for (int k = 0; k < 3; k++) {
+            cudaKernelNodeParams kp = {};
+            void *kargs[] = { &d_data, &d_args_copy, &d_out };
+            kp.func = (void *) work;
+            kp.gridDim = dim3(blocks);
+            kp.blockDim = dim3(256);
+            kp.kernelParams = kargs;
+            CK(cudaGraphAddKernelNode(&node, g2, &prev, 1, &kp));
+            prev = node;
+        }
+        CK(cudaGraphAddMemcpyNode1D(&node, g2, &prev, 1, h_verd, d_verd,
+                                    4096 * sizeof *h_verd,
+                                    cudaMemcpyDeviceToHost));
+        prev = node;
+        {
+            cudaKernelNodeParams kp = {};
+            void *kargs[] = { &d_count, &d_done };
+            kp.func = (void *) signal;
+            kp.gridDim = dim3(1);
+            kp.blockDim = dim3(1);
+            kp.kernelParams = kargs;
+            CK(cudaGraphAddKernelNode(&node, g2, &prev, 1, &kp));
+        }
+        CK(cudaGraphInstantiate(&ge2, g2, 0));
+        CK(cudaGraphUpload(ge2, s));
+        submit = rt = polls = 0;
+        for (int i = 0; i < N; i++) {
+            uint32_t seq = i + 1;
+            double t0 = now_ns();
+            CK(cudaGraphExecMemcpyNodeSetParams1D(ge2, copy_in, d_data,
+                                                  h_data, bytes,
+                                                  cudaMemcpyHostToDevice));
+            CK(cudaGraphLaunch(ge2, s));
+            double t1 = now_ns();
+            while (*(volatile uint32_t *) h_done != seq) {
+                continue;
+            }
+            double t2 = now_ns();
+            submit += t1 - t0;
+            rt += t2 - t0;
+            polls += t2 - t1;
+        }
+        printf("graph2: %u bytes: submit %.2f us, round trip %.2f us "
+               "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
+               polls / N / 1e3);
+        submit = rt = polls = 0;
+        for (int i = 0; i < N; i++) {
+            double t0 = now_ns();
+            CK(cudaGraphExecMemcpyNodeSetParams1D(ge2, copy_in, d_data,
+                                                  h_data, bytes,
+                                                  cudaMemcpyHostToDevice));
+            double t1 = now_ns();
+            submit += t1 - t0;
+        }
+        printf("graph2: memcpy node update alone: %.2f us\n",
+               submit / N / 1e3);
+    }
+
+    /* Submissions back to back. */
+    double t0 = now_ns();
+    for (int i = 0; i < 200; i++) {
+        CK(cudaGraphLaunch(ge, s));
+    }
+    double t1 = now_ns();
+    CK(cudaStreamSynchronize(s));
+    printf("graph: 200 launches back to back: %.2f us each to enqueue, "
+           "%.2f us each to run\n", (t1 - t0) / 200 / 1e3,
+           (now_ns() - t0) / 200 / 1e3);
+    return 0;
+}
