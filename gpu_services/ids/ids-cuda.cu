@@ -23,8 +23,11 @@
  * in and one moves counters and verdicts out; the scan kernel resets the
  * per-packet atomics, and the copy in zeroes the list counters.  Against
  * the caller's buffers it takes three copies in, a memset and two copies
- * out.  docs/ARCHITECTURE.md, "Runtime calls per submission", counts
- * them.
+ * out.  From the batch's own buffers the kernels are one CUDA graph
+ * (struct graph), built once per batch with the largest grids it needs
+ * and its arguments read from device memory, so such a submission is one
+ * copy and one graph launch, and its completion a read of host memory.
+ * docs/ARCHITECTURE.md, "Runtime calls per submission", counts them.
  *
  * The scan has two mappings (docs/IDS-NOTES.md):
  *
