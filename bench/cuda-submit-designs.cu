@@ -30,7 +30,16 @@
  * once: the first node pulls the gather's bytes from mapped pinned memory
  * (the size read from a mapped argument block), the last pushes the
  * verdicts and a sequence number to mapped memory, so the submission is
- * one cudaGraphLaunch and completion a read of host memory.
+ * one cudaGraphLaunch and completion a read of host memory.  "graph
+ * kernels alone" times its kernels one by one: the pull is the slow part
+ * where the device's reads of host memory are slow.
+ *
+ * "graph2": copies as memcpy nodes (the copy in's size set before each
+ * launch), the kernels, and a one-thread kernel writing the sequence
+ * number to mapped memory.
+ *
+ * gpu_ids built a fourth from these figures: one cudaMemcpyAsync of the
+ * input and arguments, then a graph of kernels only (ids-cuda.cu).
  *
  * Each prints the thread's CPU time per submission (enqueue only), the
  * round trip (submit to seen done, one at a time), and the CPU time spent
