@@ -450,3 +450,176 @@ gpu_stream_per_thread(void)
     }
     return stream;
 }
+
+/* ---- CUDA graphs (struct gpu_graph). ---- */
+
+/* Begins building 'g': allocates its flag and returns in
+ * '*capture_stream' a stream of its own, capturing, to queue the chain
+ * on. */
+int
+gpu_graph_capture_begin(struct gpu_graph *g, void **capture_stream)
+{
+    memset(g, 0, sizeof *g);
+    *capture_stream = NULL;
+#ifdef HAVE_CUDA
+    cudaStream_t cs;
+
+    if (cudaHostAlloc((void **) &g->flag, sizeof *g->flag,
+                      cudaHostAllocMapped) != cudaSuccess) {
+        g->flag = NULL;
+    } else if (cudaHostGetDevicePointer((void **) &g->flag_dev, g->flag, 0)
+               == cudaSuccess
+               && cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)
+                  == cudaSuccess) {
+        *g->flag = 0;
+        if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal)
+            == cudaSuccess) {
+            *capture_stream = cs;
+            return GPU_OK;
+        }
+        cudaStreamDestroy(cs);
+    }
+    cudaGetLastError();
+    gpu_graph_destroy(g);
+    g->broken = true;
+    return GPU_ERR_DEVICE;
+#else
+    g->broken = true;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+/* Ends the capture begun by gpu_graph_capture_begin() and builds 'g', or,
+ * if that fails or 'error' (the queueing's own status) is set, marks it
+ * broken.  Returns GPU_OK or an error. */
+int
+gpu_graph_capture_end(struct gpu_graph *g, void *capture_stream, int error)
+{
+#ifdef HAVE_CUDA
+    cudaStream_t cs = capture_stream;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+
+    if (cudaStreamEndCapture(cs, &graph) != cudaSuccess || error
+        || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        exec = NULL;
+        error = error ? error : GPU_ERR_DEVICE;
+    }
+    if (graph) {
+        cudaGraphDestroy(graph);
+    }
+    cudaStreamDestroy(cs);
+    cudaGetLastError();
+    g->exec = exec;
+#else
+    (void) capture_stream;
+    error = GPU_ERR_NO_DEVICE;
+#endif
+    if (error) {
+        gpu_graph_destroy(g);
+        g->broken = true;
+    }
+    return error;
+}
+
+/* The sequence number the next launch's done kernel must write. */
+uint32_t
+gpu_graph_next_seq(struct gpu_graph *g)
+{
+    return g->seq + 1;
+}
+
+/* Launches 'g' on 'stream' (a cudaStream_t). */
+int
+gpu_graph_launch(struct gpu_graph *g, void *stream)
+{
+#ifdef HAVE_CUDA
+    if (g->exec
+        && cudaGraphLaunch(g->exec, (cudaStream_t) stream) == cudaSuccess) {
+        g->seq++;
+        g->stream = stream;
+        g->in_flight = true;
+        g->n_unseen = 0;
+        return GPU_OK;
+    }
+    cudaGetLastError();
+#endif
+    (void) g;
+    (void) stream;
+    return GPU_ERR_DEVICE;
+}
+
+static bool
+graph_seen_done(const struct gpu_graph *g)
+{
+    /* Acquire: what the graph wrote to host memory before its flag is
+     * read after it. */
+    return __atomic_load_n(g->flag, __ATOMIC_ACQUIRE) == g->seq;
+}
+
+/* Whether the launch in flight is done: a read of host memory, and once
+ * in 1,024 polls that did not see it done a stream query, which tells a
+ * launch that failed on the device (whose flag never comes) from one
+ * still running.  Returns GPU_OK (done), GPU_ERR_BUSY or GPU_ERR_DEVICE
+ * (done with an error). */
+int
+gpu_graph_poll(struct gpu_graph *g)
+{
+    if (!g->in_flight) {
+        return GPU_OK;
+    }
+    if (graph_seen_done(g)) {
+        g->in_flight = false;
+        return GPU_OK;
+    }
+    if (++g->n_unseen % 1024) {
+        return GPU_ERR_BUSY;
+    }
+#ifdef HAVE_CUDA
+    cudaError_t e = cudaStreamQuery((cudaStream_t) g->stream);
+
+    if (e == cudaErrorNotReady) {
+        return GPU_ERR_BUSY;
+    }
+    g->in_flight = false;
+    cudaGetLastError();
+    return e == cudaSuccess && graph_seen_done(g) ? GPU_OK : GPU_ERR_DEVICE;
+#else
+    g->in_flight = false;
+    return GPU_ERR_DEVICE;
+#endif
+}
+
+/* Waits for the launch in flight.  Returns GPU_OK or GPU_ERR_DEVICE. */
+int
+gpu_graph_wait(struct gpu_graph *g)
+{
+    if (!g->in_flight) {
+        return GPU_OK;
+    }
+    g->in_flight = false;
+#ifdef HAVE_CUDA
+    if (cudaStreamSynchronize((cudaStream_t) g->stream) == cudaSuccess
+        && graph_seen_done(g)) {
+        return GPU_OK;
+    }
+    cudaGetLastError();
+#endif
+    return GPU_ERR_DEVICE;
+}
+
+/* Frees what 'g' holds; it is then as gpu_graph_capture_begin() found
+ * it, not built. */
+void
+gpu_graph_destroy(struct gpu_graph *g)
+{
+#ifdef HAVE_CUDA
+    if (g->exec) {
+        cudaGraphExecDestroy((cudaGraphExec_t) g->exec);
+    }
+    if (g->flag) {
+        cudaFreeHost(g->flag);
+    }
+#endif
+    memset(g, 0, sizeof *g);
+}

@@ -127,6 +127,48 @@ void *gpu_stream_native(const struct gpu_stream *);
  * destroyed at thread exit.  NULL if it could not be created. */
 struct gpu_stream *gpu_stream_per_thread(void);
 
+/* A chain of copies and kernels queued as one CUDA graph, for a
+ * submission that a PMD thread makes often: every CUDA runtime call costs
+ * the calling thread microseconds (docs/PERFORMANCE.md, "What a CUDA call
+ * costs the PMD thread"), and a graph launch is one call however many
+ * kernels it holds.  A graph fixes its kernels' arguments and grids when
+ * it is built, so its user builds it once with the largest grids it
+ * needs and has the kernels read what changes per launch from device
+ * memory (copied in before each launch).
+ *
+ * The graph's last kernel, gpu_graph_done_kernel() (gpu-graph.cuh),
+ * writes the launch's sequence number into pinned, mapped host memory,
+ * so the thread sees completion by reading memory instead of querying an
+ * event.
+ *
+ * Use: gpu_graph_capture_begin() gives a stream to queue the chain on
+ * (its own, capturing), ending with gpu_graph_done_kernel(seq, flag_dev)
+ * where 'seq' is device memory that will hold gpu_graph_next_seq()'s
+ * value at launch time; gpu_graph_capture_end() builds it (or marks the
+ * graph broken: the user then queues kernel by kernel).  Per submission:
+ * write the arguments with gpu_graph_next_seq(), copy them in, then
+ * gpu_graph_launch(); gpu_graph_poll() or gpu_graph_wait() until done. */
+struct gpu_graph {
+    void *exec;                 /* cudaGraphExec_t; NULL until built. */
+    uint32_t *flag;             /* Pinned: the sequence number of the
+                                 * last launch the device finished... */
+    uint32_t *flag_dev;         /* ...as the device addresses it. */
+    void *stream;               /* cudaStream_t of the launch in flight. */
+    uint32_t seq;               /* Of the last launch. */
+    uint32_t n_unseen;          /* Polls that did not see it done. */
+    bool broken;                /* Could not be built. */
+    bool in_flight;
+};
+
+int gpu_graph_capture_begin(struct gpu_graph *, void **capture_stream);
+int gpu_graph_capture_end(struct gpu_graph *, void *capture_stream,
+                          int error);
+uint32_t gpu_graph_next_seq(struct gpu_graph *);
+int gpu_graph_launch(struct gpu_graph *, void *stream);
+int gpu_graph_poll(struct gpu_graph *);
+int gpu_graph_wait(struct gpu_graph *);
+void gpu_graph_destroy(struct gpu_graph *);
+
 #ifdef __cplusplus
 }
 #endif

@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_runtime/gpu-graph.cuh"
 #include "gpu_services/ids/ids-private.h"
 
 namespace cg = cooperative_groups;
@@ -141,8 +142,6 @@ static_assert(CTR_BYTES % alignof(struct gpu_ids_verdict) == 0,
 struct io_layout {
     size_t ctr_out;             /* 0. */
     size_t verdicts;            /* max_packets. */
-    size_t flag;                /* A graph launch's sequence number, on the
-                                 * host when it is done (struct graph). */
     size_t args;                /* struct graph_args, copied in ahead of
                                  * the rest by a graph launch. */
     size_t ctr;                 /* CTR_BYTES. */
@@ -160,28 +159,23 @@ struct graph_args {
     struct scan_args scan;
     struct check_args check;
     uint32_t n_packets;
-    uint32_t seq;               /* The done kernel's to write to 'flag'. */
+    uint32_t seq;               /* For gpu_graph_done_kernel(). */
 };
 
 /* A batch's submissions as one CUDA graph: on a host where each runtime
  * call costs the calling thread microseconds (docs/PERFORMANCE.md: ~2.4
  * us a copy, ~3.5 us a launch), the scan's four kernels, its copy out
  * and its event would cost a PMD thread ~20 us a call; as one copy in
- * and one graph launch, ~6.  The graph's last kernels write the verdicts
- * and a sequence number into the batch's pinned (mapped) host block,
- * where the thread sees completion by reading memory.  The device's
+ * and one graph launch, ~6.  The graph's verdict kernel writes the
+ * verdicts into the batch's pinned (mapped) host block, and its last
+ * kernel the launch's sequence number (struct gpu_graph).  The device's
  * reads of mapped host memory cross PCIe one by one (~800 us for 20 kB
  * measured on the H100 machine), so the input still comes by copy. */
 struct graph {
-    cudaGraphExec_t exec;       /* NULL until built. */
-    bool broken;                /* Building failed: the batch launches
-                                 * kernel by kernel. */
-    bool in_flight;
-    uint32_t seq;               /* Of the launch in flight. */
+    struct gpu_graph g;         /* Not built: the batch launches kernel by
+                                 * kernel (g.broken: it could not be). */
     uint32_t scan_blocks;       /* The scan's grid, the largest any
                                  * submission needs. */
-    cudaStream_t stream;        /* The one it was launched on. */
-    uint32_t n_unseen;          /* Polls that did not see it done. */
 };
 
 struct cuda_matcher {
@@ -360,9 +354,7 @@ cuda_uninit(struct gpu_ids_matcher *m)
 static void
 batch_free(struct cuda_batch *c)
 {
-    if (c->graph.exec) {
-        cudaGraphExecDestroy(c->graph.exec);
-    }
+    gpu_graph_destroy(&c->graph.g);
     cudaFree(c->d_io);
     cudaFree(c->d_keys);
     cudaFree(c->d_counts);
@@ -434,8 +426,7 @@ cuda_batch_init(struct gpu_ids_batch *b)
     struct io_layout *L = &c->io;
     L->ctr_out = 0;
     L->verdicts = CTR_BYTES;
-    L->flag = L->verdicts + np * sizeof *c->d_verdicts;
-    L->args = align256(L->flag + sizeof(uint32_t));
+    L->args = align256(L->verdicts + np * sizeof *c->d_verdicts);
     L->ctr = align256(L->args + sizeof(struct graph_args));
     L->offsets = L->ctr + CTR_BYTES;
     L->hdrs = align256(L->offsets + (np + 1) * sizeof *c->d_offsets);
@@ -589,15 +580,6 @@ graph_verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
     __threadfence_system();
 }
 
-/* After everything else of the launch: its sequence number, for the host
- * to read. */
-__global__ void
-graph_done_kernel(const struct graph_args *g, volatile uint32_t *flag)
-{
-    __threadfence_system();
-    *flag = g->seq;
-}
-
 /* The scan's chunk for a submission of 'n_bytes' (see MIN_SCAN_ITEMS). */
 static uint32_t
 scan_chunk(const struct gpu_ids_batch *b, size_t n_bytes)
@@ -635,8 +617,8 @@ graph_build(struct gpu_ids_batch *b)
     const struct io_layout *L = &c->io;
     const struct graph_args *d_args;
     size_t np = b->max_packets;
-    cudaGraph_t graph = NULL;
-    cudaStream_t cs = NULL;
+    void *capture;
+    cudaStream_t cs;
     char *h_io_dev = NULL;
     int error;
 
@@ -658,50 +640,35 @@ graph_build(struct gpu_ids_batch *b)
         check_blocks = CHECK_BLOCKS;
     }
     d_args = (const struct graph_args *) (c->d_io + L->args);
-    error = CK(cudaHostGetDevicePointer((void **) &h_io_dev, c->h_io, 0));
-    if (!error) {
-        error = CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-    }
-    if (!error) {
-        error = CK(cudaStreamBeginCapture(cs,
-                                          cudaStreamCaptureModeThreadLocal));
-    }
-    if (!error) {
-        if (b->m->cfg.remap) {
-            graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
-                m->dview.trans, m->dview.class_map, d_args);
-        } else {
-            graph_scan_kernel<false><<<blocks, THREADS, 0, cs>>>(
-                m->dview.trans, m->dview.class_map, d_args);
-        }
-        graph_confirm_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview,
-                                                               d_args);
-        graph_rules_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview,
-                                                             d_args);
-        graph_verdict_kernel<<<(np + THREADS - 1) / THREADS, THREADS, 0,
-                               cs>>>(
-            c->d_keys, c->d_counts, d_args,
-            (struct gpu_ids_verdict *) (h_io_dev + L->verdicts), c->d_ctr,
-            (uint32_t *) (h_io_dev + L->ctr_out));
-        graph_done_kernel<<<1, 1, 0, cs>>>(
-            d_args, (volatile uint32_t *) (h_io_dev + L->flag));
-        error = CK(cudaStreamEndCapture(cs, &graph));
-    }
-    if (!error) {
-        error = CK(cudaGraphInstantiate(&c->graph.exec, graph, 0));
-    }
-    if (graph) {
-        cudaGraphDestroy(graph);
-    }
-    if (cs) {
-        cudaStreamDestroy(cs);
-    }
-    if (error) {
-        c->graph.exec = NULL;
-        c->graph.broken = true;
+    if (cudaHostGetDevicePointer((void **) &h_io_dev, c->h_io, 0)
+        != cudaSuccess) {
         cudaGetLastError();
+        c->graph.g.broken = true;
+        return GPU_ERR_DEVICE;
     }
-    return error;
+    error = gpu_graph_capture_begin(&c->graph.g, &capture);
+    if (error) {
+        return error;
+    }
+    cs = (cudaStream_t) capture;
+    if (b->m->cfg.remap) {
+        graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
+            m->dview.trans, m->dview.class_map, d_args);
+    } else {
+        graph_scan_kernel<false><<<blocks, THREADS, 0, cs>>>(
+            m->dview.trans, m->dview.class_map, d_args);
+    }
+    graph_confirm_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview,
+                                                           d_args);
+    graph_rules_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview, d_args);
+    graph_verdict_kernel<<<(np + THREADS - 1) / THREADS, THREADS, 0, cs>>>(
+        c->d_keys, c->d_counts, d_args,
+        (struct gpu_ids_verdict *) (h_io_dev + L->verdicts), c->d_ctr,
+        (uint32_t *) (h_io_dev + L->ctr_out));
+    gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&d_args->seq,
+                                           c->graph.g.flag_dev);
+    return gpu_graph_capture_end(&c->graph.g, capture,
+                                 CK(cudaGetLastError()));
 }
 
 /* True if 'b''s submission can be the graph launch: input and verdicts
@@ -712,13 +679,13 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
 {
     struct cuda_batch *c = cb(b);
 
-    return (!c->graph.broken && !b->m->cfg.kernel_by_kernel && !c->prof[0]
+    return (!c->graph.g.broken && !b->m->cfg.kernel_by_kernel && !c->prof[0]
             && b->n_packets
             && input_is_own(b, L) && b->verdicts == b->bufs.verdicts
             && (!b->m->cfg.remap
                 || scan_blocks(b, b->n_packets, b->n_bytes)
-                   <= (c->graph.exec ? c->graph.scan_blocks : UINT32_MAX))
-            && (c->graph.exec || !graph_build(b)));
+                   <= (c->graph.g.exec ? c->graph.scan_blocks : UINT32_MAX))
+            && (c->graph.g.exec || !graph_build(b)));
 }
 
 /* Launches 'b''s graph: the arguments and the input in one copy, then
@@ -735,30 +702,18 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s,
     ga->scan = *a;
     ga->check = *ca;
     ga->n_packets = b->n_packets;
-    ga->seq = ++c->graph.seq;
+    ga->seq = gpu_graph_next_seq(&c->graph.g);
     c->n_calls += 2;
     error = CK(cudaMemcpyAsync(c->d_io + L->args, c->h_io + L->args,
                                L->data - L->args + b->n_bytes,
                                cudaMemcpyHostToDevice, s));
     if (!error) {
-        error = CK(cudaGraphLaunch(c->graph.exec, s));
+        error = gpu_graph_launch(&c->graph.g, s);
     }
     if (!error) {
         c->launch_ctr = (const uint32_t *) (c->h_io + L->ctr_out);
-        c->graph.in_flight = true;
-        c->graph.stream = s;
-        c->graph.n_unseen = 0;
     }
     return error;
-}
-
-/* True if the graph launch in flight wrote its sequence number. */
-static bool
-graph_seen_done(const struct cuda_batch *c)
-{
-    const uint32_t *flag = (const uint32_t *) (c->h_io + c->io.flag);
-
-    return __atomic_load_n(flag, __ATOMIC_ACQUIRE) == c->graph.seq;
 }
 
 static int
@@ -1054,24 +1009,10 @@ cuda_poll(struct gpu_ids_batch *b)
         return finish(b, GPU_OK);
     }
     c->n_checks++;
-    if (c->graph.in_flight) {
-        /* A read of host memory, and only now and then a runtime call,
-         * which tells a launch that failed on the device from one still
-         * running. */
-        if (graph_seen_done(c)) {
-            c->graph.in_flight = false;
-            return finish(b, GPU_OK);
-        }
-        if (++c->graph.n_unseen % 1024) {
-            return GPU_ERR_BUSY;
-        }
-        e = cudaStreamQuery(c->graph.stream);
-        if (e == cudaErrorNotReady) {
-            return GPU_ERR_BUSY;
-        }
-        c->graph.in_flight = false;
-        return finish(b, e != cudaSuccess ? CK(e)
-                         : graph_seen_done(c) ? GPU_OK : GPU_ERR_DEVICE);
+    if (c->graph.g.in_flight) {
+        int status = gpu_graph_poll(&c->graph.g);
+
+        return status == GPU_ERR_BUSY ? status : finish(b, status);
     }
     e = cudaEventQuery(c->done);
     if (e == cudaErrorNotReady) {
@@ -1089,12 +1030,8 @@ cuda_wait(struct gpu_ids_batch *b)
         return finish(b, GPU_OK);
     }
     c->n_checks++;
-    if (c->graph.in_flight) {
-        int error = CK(cudaStreamSynchronize(c->graph.stream));
-
-        c->graph.in_flight = false;
-        return finish(b, error ? error
-                         : graph_seen_done(c) ? GPU_OK : GPU_ERR_DEVICE);
+    if (c->graph.g.in_flight) {
+        return finish(b, gpu_graph_wait(&c->graph.g));
     }
     return finish(b, CK(cudaEventSynchronize(c->done)));
 }
