@@ -342,10 +342,13 @@ check_batch_hashes(const struct gpu_re_batch *b, const uint8_t *data,
     }
 }
 
+/* On CUDA, 'kernel_by_kernel' chooses the submission path (the batch's
+ * graph by default); the results must be the CPU's either way. */
 static void
 check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
-              bool sort, uint32_t segment, const uint8_t *data,
-              const uint32_t *offsets, size_t n, uint64_t seed)
+              bool sort, uint32_t segment, bool kernel_by_kernel,
+              const uint8_t *data, const uint32_t *offsets, size_t n,
+              uint64_t seed)
 {
     bool hashes = sort || segment;
     struct gpu_re_chunker_config cfg;
@@ -363,6 +366,7 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
     cfg.sort = sort;
     cfg.remap = segment != 0;
     cfg.segment = segment;
+    cfg.kernel_by_kernel = kernel_by_kernel;
     assert_int_equal(gpu_re_chunker_create(&cfg, &c), GPU_OK);
     /* Hashes with grouping and in segment mode (both kernel orders),
      * not without: batches without them must still work. */
@@ -398,10 +402,10 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
         for (size_t j = 0; j < k; j++) {
             if (ends[slot + j] != e[j] || fps[slot + j] != f[j]) {
                 fail_msg("seed 0x%016" PRIx64 " backend %s w %u sort %d "
-                         "segment %u: packet %zu (len %zu) chunk %zu: end "
-                         "%u fp %016" PRIx64 ", CPU %u %016" PRIx64, seed,
-                         gpu_re_backend_name(be), pr->window, sort, segment,
-                         i, len,
+                         "segment %u kernel by kernel %d: packet %zu (len "
+                         "%zu) chunk %zu: end %u fp %016" PRIx64 ", CPU %u "
+                         "%016" PRIx64, seed, gpu_re_backend_name(be),
+                         pr->window, sort, segment, kernel_by_kernel, i, len,
                          j, ends[slot + j], fps[slot + j], e[j], f[j]);
             }
         }
@@ -418,6 +422,9 @@ check_chunker(enum gpu_re_backend be, const struct gpu_re_params *pr,
     assert_int_equal(st.n_fallbacks, 0);
     /* Each submission counted once, polled or waited for. */
     assert_int_equal(st.n_batches, 2);
+    /* On CUDA both went as the batch's graph, unless asked not to. */
+    assert_int_equal(st.n_graph_launches,
+                     be == GPU_RE_BACKEND_CUDA && !kernel_by_kernel ? 2 : 0);
     gpu_re_batch_destroy(b);
     gpu_re_chunker_destroy(c);
     free(e);
@@ -474,14 +481,19 @@ test_backends_identical(void **state)
                       ps[k].bits, ps[k].min_chunk, ps[k].max_chunk, n,
                       total - offsets[0]);
         for (int bi = 0; bi < n_backends; bi++) {
-            for (int sort = 0; sort < 2; sort++) {
-                check_chunker(backends[bi], &ps[k], sort, 0, data, offsets,
-                              n, seed);
+            /* On CUDA, each mode as a graph and kernel by kernel. */
+            int n_paths = backends[bi] == GPU_RE_BACKEND_CUDA ? 2 : 1;
+
+            for (int kbk = 0; kbk < n_paths; kbk++) {
+                for (int sort = 0; sort < 2; sort++) {
+                    check_chunker(backends[bi], &ps[k], sort, 0, kbk, data,
+                                  offsets, n, seed);
+                }
+                /* Segment mode, with segments shorter and longer than
+                 * the window. */
+                check_chunker(backends[bi], &ps[k], false, 32 << (k % 4),
+                              kbk, data, offsets, n, seed);
             }
-            /* Segment mode, with segments shorter and longer than the
-             * window. */
-            check_chunker(backends[bi], &ps[k], false, 32 << (k % 4), data,
-                          offsets, n, seed);
         }
         gpu_host_free(data);
         gpu_host_free(offsets);

@@ -205,6 +205,57 @@ test_streams(void **state)
     assert_ptr_equal(gpu_stream_per_thread(), t1);
 }
 
+/* struct gpu_graph's bookkeeping.  Without a device nothing can be built
+ * and nothing is ever in flight.  With one, a graph whose chain lacks
+ * gpu_graph_done_kernel() (here: an empty one) stands for a launch that
+ * failed on the device: its flag never comes, and poll and wait must say
+ * so instead of waiting for ever.  The done path itself is tested by the
+ * libraries that build graphs (test-ids, test-re). */
+static void
+test_graph(void **state)
+{
+    struct gpu_graph g;
+    void *capture;
+    int status = GPU_ERR_BUSY;
+    int polls = 0;
+
+    if (!gpu_device_count(NULL)) {
+        assert_int_not_equal(gpu_graph_capture_begin(&g, &capture), GPU_OK);
+        assert_null(capture);
+        assert_true(g.broken);
+        assert_null(g.exec);
+        assert_int_equal(gpu_graph_poll(&g), GPU_OK);
+        assert_int_equal(gpu_graph_wait(&g), GPU_OK);
+        assert_int_not_equal(gpu_graph_launch(&g, NULL), GPU_OK);
+        gpu_graph_destroy(&g);
+        return;
+    }
+    assert_int_equal(gpu_graph_capture_begin(&g, &capture), GPU_OK);
+    assert_non_null(capture);
+    assert_non_null(g.flag);
+    assert_int_equal(gpu_graph_capture_end(&g, capture, GPU_OK), GPU_OK);
+    assert_non_null(g.exec);
+    for (int round = 0; round < 2; round++) {
+        void *s = gpu_stream_native(gpu_stream_per_thread());
+
+        assert_int_equal(gpu_graph_next_seq(&g), g.seq + 1);
+        assert_int_equal(gpu_graph_launch(&g, s), GPU_OK);
+        assert_true(g.in_flight);
+        if (!round) {
+            while ((status = gpu_graph_poll(&g)) == GPU_ERR_BUSY) {
+                polls++;
+                assert_true(polls < 1024 * 1024);
+            }
+        } else {
+            status = gpu_graph_wait(&g);
+        }
+        assert_int_equal(status, GPU_ERR_DEVICE);
+        assert_false(g.in_flight);
+    }
+    gpu_graph_destroy(&g);
+    assert_null(g.exec);
+}
+
 static void
 test_status_strings(void **state)
 {
@@ -226,6 +277,7 @@ main(void)
         cmocka_unit_test(test_uint_parse),
         cmocka_unit_test(test_host_alloc),
         cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_graph),
         cmocka_unit_test(test_status_strings),
     };
     return test_run_group("test-runtime", tests);

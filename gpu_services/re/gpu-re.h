@@ -114,6 +114,10 @@ struct gpu_re_chunker_config {
     bool remap;
     uint32_t segment;           /* Bytes per thread, multiple of 32
                                  * (0: 256). */
+    /* CUDA: queue each submission kernel by kernel (some 14 runtime
+     * calls) rather than as the batch's CUDA graph (3), for comparisons
+     * and tests. */
+    bool kernel_by_kernel;
 };
 
 void gpu_re_chunker_config_init(struct gpu_re_chunker_config *);
@@ -214,6 +218,7 @@ size_t gpu_re_chunk_cpu(const struct gpu_re_params *, const uint8_t *data,
 struct gpu_re_chunker_stats {
     uint64_t n_batches, n_packets, n_bytes;
     uint64_t n_fallbacks;       /* CUDA batches redone on the CPU. */
+    uint64_t n_graph_launches;  /* CUDA submissions made as one graph. */
 };
 
 void gpu_re_chunker_get_stats(struct gpu_re_chunker *,

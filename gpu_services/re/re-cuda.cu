@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_runtime/gpu-graph.cuh"
 #include "gpu_services/re/re-private.h"
 #include "gpu_services/re/re-kernels.cuh"
 
@@ -53,6 +54,18 @@
 struct cuda_chunker {
     int device;
     uint64_t *d_tables;         /* T[256], then U[256]. */
+};
+
+/* A submission's arguments for the batch's graph (below), followed in
+ * the same block by its n + 1 offsets: one copy moves both. */
+struct graph_args {
+    uint32_t n;
+    uint32_t n_bytes;
+    uint32_t min_len;
+    uint32_t span;              /* max_len - min_len, at least 1. */
+    uint32_t n_slots;
+    uint32_t seq;               /* For gpu_graph_done_kernel(). */
+    uint32_t pad[2];
 };
 
 struct cuda_batch {
@@ -69,6 +82,18 @@ struct cuda_batch {
     cudaEvent_t copied;
     cudaEvent_t done;
     bool fallback;
+
+    /* The batch's submissions as one CUDA graph: a PMD thread's gather
+     * (re_encode's) made ~14 runtime calls kernel by kernel, each
+     * microseconds of the thread (gpu_runtime's struct gpu_graph); as
+     * two copies in and one graph launch it makes 3.  Its kernels read
+     * the sizes from 'd_args' and the last ones push the results into
+     * the batch's pinned (mapped) host buffers. */
+    struct gpu_graph graph;
+    struct graph_args *h_args;  /* Pinned, with room for the offsets... */
+    struct graph_args *d_args;  /* ...and the device's copy. */
+    bool graph_inputs;          /* The inputs on the device are the last
+                                 * graph launch's (for a resubmission). */
 };
 
 static struct cuda_chunker *
@@ -131,6 +156,11 @@ cuda_uninit(struct gpu_re_chunker *c)
 static void
 batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
 {
+    gpu_graph_destroy(&x->graph);
+    cudaFree(x->d_args);
+    if (x->h_args) {
+        cudaFreeHost(x->h_args);
+    }
     cudaFree(x->d_data);
     cudaFree(x->d_offsets);
     cudaFree(x->d_order);
@@ -393,6 +423,300 @@ launch_kernels(struct gpu_re_batch *b, cudaStream_t s, cudaEvent_t copied)
     return CK(cudaGetLastError());
 }
 
+/* ---- The batch's graph: the bodies of re-kernels.cuh with the sizes
+ * and offsets read from the device's copy of struct graph_args. ---- */
+
+__device__ __forceinline__ const uint32_t *
+args_offsets(const struct graph_args *a)
+{
+    return (const uint32_t *) (a + 1);
+}
+
+__global__ void __launch_bounds__(SORT_THREADS)
+graph_hist_kernel(const struct graph_args *a, uint32_t *count)
+{
+    hist_body(args_offsets(a), a->n, a->min_len, a->span, count);
+}
+
+__global__ void __launch_bounds__(SORT_THREADS)
+graph_scatter_kernel(const struct graph_args *a, uint32_t *cursor,
+                     uint32_t *__restrict__ order)
+{
+    scatter_body(args_offsets(a), a->n, a->min_len, a->span, cursor,
+                 order);
+}
+
+template <int W16, bool FPS>
+__global__ void __launch_bounds__(THREADS)
+graph_chunk_kernel(const uint64_t *__restrict__ tables,
+                   const uint8_t *__restrict__ data,
+                   const struct graph_args *a,
+                   const uint32_t *__restrict__ order,
+                   struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
+                   uint64_t *__restrict__ fps)
+{
+    chunk_body<W16, FPS>(tables, data, args_offsets(a), order, a->n, kp,
+                         ends, fps);
+}
+
+template <int W16>
+__global__ void __launch_bounds__(THREADS)
+graph_cand_kernel(const uint64_t *__restrict__ tables,
+                  const uint8_t *__restrict__ data,
+                  const struct graph_args *a, uint32_t seg,
+                  struct gpu_re_kparams kp, uint32_t *__restrict__ cand)
+{
+    cand_body<W16>(tables, data, args_offsets(a), a->n, a->n_bytes, seg, kp,
+                   cand);
+}
+
+template <bool FPS>
+__global__ void __launch_bounds__(THREADS)
+graph_select_kernel(const uint64_t *__restrict__ tables,
+                    const uint8_t *__restrict__ data,
+                    const struct graph_args *a, struct gpu_re_kparams kp,
+                    const uint32_t *__restrict__ cand,
+                    uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
+{
+    select_body<FPS>(tables, data, args_offsets(a), a->n, kp, cand, ends,
+                     fps);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_hash_kernel(const uint8_t *__restrict__ data,
+                  const struct graph_args *a,
+                  const uint32_t *__restrict__ order, uint32_t min_chunk,
+                  const uint16_t *__restrict__ ends,
+                  struct gpu_re_hash *__restrict__ hashes,
+                  struct gpu_re_hash *__restrict__ payload_hashes)
+{
+    hash_body(data, args_offsets(a), order, a->n, min_chunk, ends, hashes,
+              payload_hashes);
+}
+
+/* Copies the results of a launch ('n_slots' cuts, fingerprints and chunk
+ * hashes, 'n' payload hashes; NULL: not wanted) into the host's pinned
+ * buffers, as mapped: the device's writes to host memory are cheap, and
+ * this replaces up to four copies out. */
+__global__ void
+graph_push_kernel(const struct graph_args *a,
+                  const uint16_t *__restrict__ ends, uint16_t *h_ends,
+                  const uint64_t *__restrict__ fps, uint64_t *h_fps,
+                  const struct gpu_re_hash *__restrict__ hashes,
+                  struct gpu_re_hash *h_hashes,
+                  const struct gpu_re_hash *__restrict__ payload_hashes,
+                  struct gpu_re_hash *h_payload_hashes)
+{
+    uint32_t stride = gridDim.x * blockDim.x;
+    uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+
+    for (uint32_t i = first; i < a->n_slots; i += stride) {
+        h_ends[i] = ends[i];
+        if (h_fps) {
+            h_fps[i] = fps[i];
+        }
+        if (h_hashes) {
+            h_hashes[i] = hashes[i];
+        }
+    }
+    for (uint32_t i = first; h_payload_hashes && i < a->n; i += stride) {
+        h_payload_hashes[i] = payload_hashes[i];
+    }
+}
+
+/* The device address of pinned host buffer 'p' (NULL for NULL). */
+template <typename T>
+static T *
+mapped(T *p, int *error)
+{
+    void *d = NULL;
+
+    if (p && !*error) {
+        *error = CK(cudaHostGetDevicePointer(&d, p, 0));
+    }
+    return (T *) d;
+}
+
+/* Queues the chain of 'b''s configuration on 'cs' (capturing), with the
+ * largest grids the batch can need: the kernels return past the work
+ * 'd_args' gives them. */
+static int
+graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
+{
+    struct gpu_re_chunker *c = b->c;
+    const uint64_t *tables = cc(c)->d_tables;
+    const struct graph_args *a = x->d_args;
+    uint32_t np = b->max_packets;
+    uint32_t grid = (np + THREADS - 1) / THREADS;
+    const uint32_t *order = NULL;
+    int error = GPU_OK;
+
+    if (c->cfg.remap) {
+        uint32_t seg = c->cfg.segment;
+        uint32_t items = (b->max_bytes + seg - 1) / seg;
+        uint32_t cgrid = (items + THREADS - 1) / THREADS;
+
+        switch (c->cfg.params.window) {
+#define W(N) \
+        case 16 * N: \
+            graph_cand_kernel<N><<<cgrid ? cgrid : 1, THREADS, 0, cs>>>( \
+                tables, x->d_data, a, seg, c->kp, x->d_cand); \
+            break;
+        W(1) W(2) W(3) W(4)
+#undef W
+        default:
+            graph_cand_kernel<0><<<cgrid ? cgrid : 1, THREADS, 0, cs>>>(
+                tables, x->d_data, a, seg, c->kp, x->d_cand);
+            break;
+        }
+        if (b->want_fps) {
+            graph_select_kernel<true><<<grid, THREADS, 0, cs>>>(
+                tables, x->d_data, a, c->kp, x->d_cand, x->d_ends, x->d_fps);
+        } else {
+            graph_select_kernel<false><<<grid, THREADS, 0, cs>>>(
+                tables, x->d_data, a, c->kp, x->d_cand, x->d_ends, x->d_fps);
+        }
+    } else {
+        if (c->cfg.sort) {
+            uint32_t sgrid = (np + SORT_THREADS - 1) / SORT_THREADS;
+
+            error = CK(cudaMemsetAsync(x->d_count, 0,
+                                       N_BUCKETS * sizeof *x->d_count, cs));
+            graph_hist_kernel<<<sgrid, SORT_THREADS, 0, cs>>>(a, x->d_count);
+            scan_kernel<<<1, 32, 0, cs>>>(x->d_count);
+            graph_scatter_kernel<<<sgrid, SORT_THREADS, 0, cs>>>(
+                a, x->d_count, x->d_order);
+            order = x->d_order;
+        }
+        switch (c->cfg.params.window) {
+#define W(N) \
+        case 16 * N: \
+            if (b->want_fps) { \
+                graph_chunk_kernel<N, true><<<grid, THREADS, 0, cs>>>( \
+                    tables, x->d_data, a, order, c->kp, x->d_ends, \
+                    x->d_fps); \
+            } else { \
+                graph_chunk_kernel<N, false><<<grid, THREADS, 0, cs>>>( \
+                    tables, x->d_data, a, order, c->kp, x->d_ends, \
+                    x->d_fps); \
+            } \
+            break;
+        W(1) W(2) W(3) W(4)
+#undef W
+        default:
+            if (b->want_fps) {
+                graph_chunk_kernel<0, true><<<grid, THREADS, 0, cs>>>(
+                    tables, x->d_data, a, order, c->kp, x->d_ends, x->d_fps);
+            } else {
+                graph_chunk_kernel<0, false><<<grid, THREADS, 0, cs>>>(
+                    tables, x->d_data, a, order, c->kp, x->d_ends, x->d_fps);
+            }
+            break;
+        }
+    }
+    if (b->want_hashes) {
+        graph_hash_kernel<<<grid, THREADS, 0, cs>>>(
+            x->d_data, a, order, c->cfg.params.min_chunk, x->d_ends,
+            x->d_hashes, x->d_payload_hashes);
+    }
+
+    uint16_t *h_ends = mapped(b->ends, &error);
+    uint64_t *h_fps = mapped(b->want_fps ? b->fps : NULL, &error);
+    struct gpu_re_hash *h_hashes
+        = mapped(b->want_hashes ? b->hashes : NULL, &error);
+    struct gpu_re_hash *h_payload_hashes
+        = mapped(b->want_hashes ? b->payload_hashes : NULL, &error);
+    uint32_t most = b->max_slots > np ? b->max_slots : np;
+    uint32_t pgrid = (most + THREADS - 1) / THREADS;
+
+    if (!error) {
+        graph_push_kernel<<<pgrid < 264 ? pgrid : 264, THREADS, 0, cs>>>(
+            a, x->d_ends, h_ends, x->d_fps, h_fps, x->d_hashes, h_hashes,
+            x->d_payload_hashes, h_payload_hashes);
+        gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&a->seq, x->graph.flag_dev);
+    }
+    return error ? error : CK(cudaGetLastError());
+}
+
+/* Builds 'b''s graph and its argument blocks, once.  Returns GPU_OK, or
+ * an error after which the batch goes on kernel by kernel. */
+static int
+graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
+{
+    size_t size = sizeof *x->h_args
+                  + (b->max_packets + 1) * sizeof *b->offsets;
+    void *capture;
+    int error;
+
+    error = CK(cudaMallocHost((void **) &x->h_args, size));
+    if (!error) {
+        error = CK(cudaMalloc((void **) &x->d_args, size));
+    }
+    if (!error) {
+        error = gpu_graph_capture_begin(&x->graph, &capture);
+    }
+    if (!error) {
+        error = gpu_graph_capture_end(&x->graph, capture,
+                                      graph_queue(b, x,
+                                                  (cudaStream_t) capture));
+    }
+    if (error) {
+        x->graph.broken = true;
+    }
+    return error;
+}
+
+/* Submits 'b' as its graph: the arguments and offsets in one copy, the
+ * payloads in another, then the launch.  'again': the inputs on the
+ * device are the last graph launch's; only the arguments go again (a new
+ * sequence number). */
+static int
+graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
+             bool again)
+{
+    struct graph_args *a = x->h_args;
+    size_t n = b->n_packets;
+    size_t size = sizeof *a;
+    int error;
+
+    if (!again) {
+        a->n = n;
+        a->n_bytes = b->n_bytes;
+        a->min_len = b->min_len;
+        a->span = b->max_len > b->min_len ? b->max_len - b->min_len : 1;
+        a->n_slots = gpu_re_n_slots(b->n_bytes, n,
+                                    b->c->cfg.params.min_chunk);
+        memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
+        size += (n + 1) * sizeof *b->offsets;
+    }
+    a->seq = gpu_graph_next_seq(&x->graph);
+    error = CK(cudaMemcpyAsync(x->d_args, a, size, cudaMemcpyHostToDevice,
+                               s));
+    if (!error && !again) {
+        error = CK(cudaMemcpyAsync(x->d_data, b->data, b->n_bytes,
+                                   cudaMemcpyHostToDevice, s));
+    }
+    if (!error) {
+        error = gpu_graph_launch(&x->graph, s);
+    }
+    if (!error) {
+        x->graph_inputs = true;
+        __atomic_fetch_add(&b->c->n_graph_launches, 1, __ATOMIC_RELAXED);
+    }
+    return error;
+}
+
+/* True if 'b''s submission goes as its graph (built here if need be). */
+static bool
+graph_usable(struct gpu_re_batch *b, struct cuda_batch *x, bool again)
+{
+    if (again) {
+        return x->graph_inputs;
+    }
+    return (!b->c->cfg.kernel_by_kernel && !x->graph.broken
+            && (x->graph.exec || !graph_build(b, x)));
+}
+
 static int
 launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
 {
@@ -402,6 +726,10 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
                                     b->c->cfg.params.min_chunk);
     int error = GPU_OK;
 
+    if (graph_usable(b, x, again)) {
+        return graph_launch(b, x, s, again);
+    }
+    x->graph_inputs = false;
     if (!again) {
         /* Metadata first: the sort needs only the offsets and runs
          * while the payload is still on its way. */
@@ -492,6 +820,9 @@ cuda_wait(struct gpu_re_batch *b)
 {
     struct cuda_batch *x = cb(b);
 
+    if (!x->fallback && x->graph.in_flight) {
+        return cuda_complete(b, gpu_graph_wait(&x->graph));
+    }
     return cuda_complete(b, x->fallback
                             ? GPU_OK : CK(cudaEventSynchronize(x->done)));
 }
@@ -502,6 +833,11 @@ cuda_poll(struct gpu_re_batch *b)
     struct cuda_batch *x = cb(b);
     cudaError_t e = cudaSuccess;
 
+    if (!x->fallback && x->graph.in_flight) {
+        int status = gpu_graph_poll(&x->graph);
+
+        return status == GPU_ERR_BUSY ? status : cuda_complete(b, status);
+    }
     if (!x->fallback) {
         e = cudaEventQuery(x->done);
         if (e == cudaErrorNotReady) {

@@ -47,9 +47,9 @@ bucket_of(const uint32_t *offsets, uint32_t i, uint32_t min_len,
     return N_BUCKETS - 1 - b;
 }
 
-__global__ void __launch_bounds__(SORT_THREADS)
-hist_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
-            uint32_t min_len, uint32_t span, uint32_t *count)
+__device__ __forceinline__ void
+hist_body(const uint32_t *__restrict__ offsets, uint32_t n,
+          uint32_t min_len, uint32_t span, uint32_t *count)
 {
     __shared__ uint32_t h[N_BUCKETS];
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -69,6 +69,13 @@ hist_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
     }
 }
 
+__global__ void __launch_bounds__(SORT_THREADS)
+hist_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
+            uint32_t min_len, uint32_t span, uint32_t *count)
+{
+    hist_body(offsets, n, min_len, span, count);
+}
+
 __global__ void
 scan_kernel(uint32_t *count)
 {
@@ -84,10 +91,10 @@ scan_kernel(uint32_t *count)
     }
 }
 
-__global__ void __launch_bounds__(SORT_THREADS)
-scatter_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
-               uint32_t min_len, uint32_t span, uint32_t *cursor,
-               uint32_t *__restrict__ order)
+__device__ __forceinline__ void
+scatter_body(const uint32_t *__restrict__ offsets, uint32_t n,
+             uint32_t min_len, uint32_t span, uint32_t *cursor,
+             uint32_t *__restrict__ order)
 {
     __shared__ uint32_t h[N_BUCKETS], base[N_BUCKETS];
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -109,6 +116,14 @@ scatter_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
     if (i < n) {
         order[base[b] + rank] = i;
     }
+}
+
+__global__ void __launch_bounds__(SORT_THREADS)
+scatter_kernel(const uint32_t *__restrict__ offsets, uint32_t n,
+               uint32_t min_len, uint32_t span, uint32_t *cursor,
+               uint32_t *__restrict__ order)
+{
+    scatter_body(offsets, n, min_len, span, cursor, order);
 }
 
 __device__ __forceinline__ uint8_t
@@ -136,13 +151,13 @@ lead_mask(uint32_t lead, uint32_t k)
  * ring), else 0 (leaving byte read from memory).  FPS: write the
  * fingerprints too. */
 template <int W16, bool FPS>
-__global__ void __launch_bounds__(THREADS)
-chunk_kernel(const uint64_t *__restrict__ tables,
-             const uint8_t *__restrict__ data,
-             const uint32_t *__restrict__ offsets,
-             const uint32_t *__restrict__ order, uint32_t n,
-             struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
-             uint64_t *__restrict__ fps)
+__device__ __forceinline__ void
+chunk_body(const uint64_t *__restrict__ tables,
+           const uint8_t *__restrict__ data,
+           const uint32_t *__restrict__ offsets,
+           const uint32_t *__restrict__ order, uint32_t n,
+           struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
+           uint64_t *__restrict__ fps)
 {
     __shared__ uint64_t sT[256], sU[256];
 
@@ -216,6 +231,18 @@ chunk_kernel(const uint64_t *__restrict__ tables,
     }
 }
 
+template <int W16, bool FPS>
+__global__ void __launch_bounds__(THREADS)
+chunk_kernel(const uint64_t *__restrict__ tables,
+             const uint8_t *__restrict__ data,
+             const uint32_t *__restrict__ offsets,
+             const uint32_t *__restrict__ order, uint32_t n,
+             struct gpu_re_kparams kp, uint16_t *__restrict__ ends,
+             uint64_t *__restrict__ fps)
+{
+    chunk_body<W16, FPS>(tables, data, offsets, order, n, kp, ends, fps);
+}
+
 /* ---- Segment mode (cfg.remap): work by bytes, not by packets. ----
  *
  * A window's fingerprint depends only on the last 'window' bytes, so the
@@ -233,12 +260,12 @@ chunk_kernel(const uint64_t *__restrict__ tables,
  *                  the fingerprint at each cut, re-rolled from its
  *                  window: 'window' steps per cut). */
 template <int W16>
-__global__ void __launch_bounds__(THREADS)
-cand_kernel(const uint64_t *__restrict__ tables,
-            const uint8_t *__restrict__ data,
-            const uint32_t *__restrict__ offsets, uint32_t n,
-            uint32_t n_bytes, uint32_t seg, struct gpu_re_kparams kp,
-            uint32_t *__restrict__ cand)
+__device__ __forceinline__ void
+cand_body(const uint64_t *__restrict__ tables,
+          const uint8_t *__restrict__ data,
+          const uint32_t *__restrict__ offsets, uint32_t n,
+          uint32_t n_bytes, uint32_t seg, struct gpu_re_kparams kp,
+          uint32_t *__restrict__ cand)
 {
     __shared__ uint64_t sT[256], sU[256];
 
@@ -336,13 +363,24 @@ cand_kernel(const uint64_t *__restrict__ tables,
     }
 }
 
-template <bool FPS>
+template <int W16>
 __global__ void __launch_bounds__(THREADS)
-select_kernel(const uint64_t *__restrict__ tables,
-              const uint8_t *__restrict__ data,
-              const uint32_t *__restrict__ offsets, uint32_t n,
-              struct gpu_re_kparams kp, const uint32_t *__restrict__ cand,
-              uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
+cand_kernel(const uint64_t *__restrict__ tables,
+            const uint8_t *__restrict__ data,
+            const uint32_t *__restrict__ offsets, uint32_t n,
+            uint32_t n_bytes, uint32_t seg, struct gpu_re_kparams kp,
+            uint32_t *__restrict__ cand)
+{
+    cand_body<W16>(tables, data, offsets, n, n_bytes, seg, kp, cand);
+}
+
+template <bool FPS>
+__device__ __forceinline__ void
+select_body(const uint64_t *__restrict__ tables,
+            const uint8_t *__restrict__ data,
+            const uint32_t *__restrict__ offsets, uint32_t n,
+            struct gpu_re_kparams kp, const uint32_t *__restrict__ cand,
+            uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
 {
     __shared__ uint64_t sT[256], sU[256];
 
@@ -405,6 +443,17 @@ select_kernel(const uint64_t *__restrict__ tables,
     }
 }
 
+template <bool FPS>
+__global__ void __launch_bounds__(THREADS)
+select_kernel(const uint64_t *__restrict__ tables,
+              const uint8_t *__restrict__ data,
+              const uint32_t *__restrict__ offsets, uint32_t n,
+              struct gpu_re_kparams kp, const uint32_t *__restrict__ cand,
+              uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
+{
+    select_body<FPS>(tables, data, offsets, n, kp, cand, ends, fps);
+}
+
 /* After the cuts: each chunk's and each packet's 128-bit hash, so the
  * encoder's core does not hash them (re-inline.h, the same code as the
  * CPU's).  One thread per packet in the chunk kernel's order (longest
@@ -412,13 +461,13 @@ select_kernel(const uint64_t *__restrict__ tables,
  * chunk bytes were just read by the chunk kernel and are mostly L2
  * hits.  ~2.5 instructions per byte hashed, twice the payload (chunks,
  * then the whole payload): a tenth of the chunk kernel's work. */
-__global__ void __launch_bounds__(THREADS)
-hash_kernel(const uint8_t *__restrict__ data,
-            const uint32_t *__restrict__ offsets,
-            const uint32_t *__restrict__ order, uint32_t n,
-            uint32_t min_chunk, const uint16_t *__restrict__ ends,
-            struct gpu_re_hash *__restrict__ hashes,
-            struct gpu_re_hash *__restrict__ payload_hashes)
+__device__ __forceinline__ void
+hash_body(const uint8_t *__restrict__ data,
+          const uint32_t *__restrict__ offsets,
+          const uint32_t *__restrict__ order, uint32_t n,
+          uint32_t min_chunk, const uint16_t *__restrict__ ends,
+          struct gpu_re_hash *__restrict__ hashes,
+          struct gpu_re_hash *__restrict__ payload_hashes)
 {
     uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -432,6 +481,18 @@ hash_kernel(const uint8_t *__restrict__ data,
 
     gpu_re_hash_packet(data + start, len, ends + slot, hashes + slot,
                        &payload_hashes[p]);
+}
+
+__global__ void __launch_bounds__(THREADS)
+hash_kernel(const uint8_t *__restrict__ data,
+            const uint32_t *__restrict__ offsets,
+            const uint32_t *__restrict__ order, uint32_t n,
+            uint32_t min_chunk, const uint16_t *__restrict__ ends,
+            struct gpu_re_hash *__restrict__ hashes,
+            struct gpu_re_hash *__restrict__ payload_hashes)
+{
+    hash_body(data, offsets, order, n, min_chunk, ends, hashes,
+              payload_hashes);
 }
 
 #endif /* re-kernels.cuh */

@@ -61,6 +61,7 @@ struct gpu_re_chunker {
 
     /* Updated atomically: batches run on many threads. */
     uint64_t n_batches, n_packets, n_bytes, n_fallbacks;
+    uint64_t n_graph_launches;
 };
 
 struct gpu_re_batch {

@@ -204,6 +204,8 @@ gpu_re_chunker_get_stats(struct gpu_re_chunker *c,
     s->n_packets = __atomic_load_n(&c->n_packets, __ATOMIC_RELAXED);
     s->n_bytes = __atomic_load_n(&c->n_bytes, __ATOMIC_RELAXED);
     s->n_fallbacks = __atomic_load_n(&c->n_fallbacks, __ATOMIC_RELAXED);
+    s->n_graph_launches = __atomic_load_n(&c->n_graph_launches,
+                                          __ATOMIC_RELAXED);
 }
 
 int
