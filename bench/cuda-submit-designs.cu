@@ -135,6 +135,33 @@ __global__ void signal(uint32_t *count, volatile uint32_t *done)
     *done = seq;
 }
 
+/* Times 'n' rounds of submit(i) then done(i) (true once round i is
+ * done), printing the submitting thread's time per submission, the round
+ * trip and the part of it spent polling. */
+template <typename Submit, typename Done>
+static void
+time_rounds(const char *name, uint32_t bytes, int n, Submit submit,
+            Done done)
+{
+    double sub = 0, rt = 0, polls = 0;
+
+    for (int i = 0; i < n; i++) {
+        double t0 = now_ns();
+        submit(i);
+        double t1 = now_ns();
+        while (!done(i)) {
+            continue;
+        }
+        double t2 = now_ns();
+        sub += t1 - t0;
+        rt += t2 - t0;
+        polls += t2 - t1;
+    }
+    printf("%s: %u bytes: submit %.2f us, round trip %.2f us "
+           "(polling %.2f us)\n", name, bytes, sub / n / 1e3, rt / n / 1e3,
+           polls / n / 1e3);
+}
+
 int main(int argc, char *argv[])
 {
     uint32_t bytes = argc > 1 ? atoi(argv[1]) : 100000;
@@ -162,9 +189,7 @@ int main(int argc, char *argv[])
     uint32_t n_blocks = (bytes / 64 + 255) / 256;
 
     /* "calls". */
-    double submit = 0, rt = 0, polls = 0;
-    for (int i = 0; i < N; i++) {
-        double t0 = now_ns();
+    time_rounds("calls", bytes, N, [&](int) {
         CK(cudaMemcpyAsync(d_data, h_data, bytes, cudaMemcpyHostToDevice,
                            s));
         for (int k = 0; k < 4; k++) {
@@ -173,18 +198,7 @@ int main(int argc, char *argv[])
         CK(cudaMemcpyAsync(h_verd, d_verd, packets * sizeof *h_verd,
                            cudaMemcpyDeviceToHost, s));
         CK(cudaEventRecord(e, s));
-        double t1 = now_ns();
-        while (cudaEventQuery(e) == cudaErrorNotReady) {
-            continue;
-        }
-        double t2 = now_ns();
-        submit += t1 - t0;
-        rt += t2 - t0;
-        polls += t2 - t1;
-    }
-    printf("calls: %u bytes: submit %.2f us, round trip %.2f us "
-           "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
-           polls / N / 1e3);
+    }, [&](int) { return cudaEventQuery(e) != cudaErrorNotReady; });
 
     /* "graph": built once, by capture, with the argument block mapped. */
     volatile args *d_args;
@@ -209,26 +223,14 @@ int main(int argc, char *argv[])
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaGraphUpload(ge, s));
-    submit = rt = polls = 0;
-    for (int i = 0; i < N; i++) {
-        uint32_t seq = i + 1;
-        double t0 = now_ns();
+    time_rounds("graph", bytes, N, [&](int i) {
         h_args->n_bytes = bytes;
         h_args->n_packets = packets;
-        h_args->seq = seq;
+        h_args->seq = i + 1;
         CK(cudaGraphLaunch(ge, s));
-        double t1 = now_ns();
-        while (*(volatile uint32_t *) h_done != seq) {
-            continue;
-        }
-        double t2 = now_ns();
-        submit += t1 - t0;
-        rt += t2 - t0;
-        polls += t2 - t1;
-    }
-    printf("graph: %u bytes: submit %.2f us, round trip %.2f us "
-           "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
-           polls / N / 1e3);
+    }, [&](int i) {
+        return *(volatile uint32_t *) h_done == (uint32_t) i + 1;
+    });
     CK(cudaStreamSynchronize(s));
 
     /* Each kernel of the graph alone, timed with events. */
@@ -293,27 +295,15 @@ int main(int argc, char *argv[])
         }
         CK(cudaGraphInstantiate(&ge2, g2, 0));
         CK(cudaGraphUpload(ge2, s));
-        submit = rt = polls = 0;
-        for (int i = 0; i < N; i++) {
-            uint32_t seq = i + 1;
-            double t0 = now_ns();
+        time_rounds("graph2", bytes, N, [&](int) {
             CK(cudaGraphExecMemcpyNodeSetParams1D(ge2, copy_in, d_data,
                                                   h_data, bytes,
                                                   cudaMemcpyHostToDevice));
             CK(cudaGraphLaunch(ge2, s));
-            double t1 = now_ns();
-            while (*(volatile uint32_t *) h_done != seq) {
-                continue;
-            }
-            double t2 = now_ns();
-            submit += t1 - t0;
-            rt += t2 - t0;
-            polls += t2 - t1;
-        }
-        printf("graph2: %u bytes: submit %.2f us, round trip %.2f us "
-               "(polling %.2f us)\n", bytes, submit / N / 1e3, rt / N / 1e3,
-               polls / N / 1e3);
-        submit = rt = polls = 0;
+        }, [&](int i) {
+            return *(volatile uint32_t *) h_done == (uint32_t) i + 1;
+        });
+        double submit = 0;
         for (int i = 0; i < N; i++) {
             double t0 = now_ns();
             CK(cudaGraphExecMemcpyNodeSetParams1D(ge2, copy_in, d_data,
