@@ -373,9 +373,10 @@ struct gpu_index_frame {
 };
 
 /* Submits 'n' frames captured at 'ts_ns' as gpu_index_recorder_submit_
- * capped() would, reserving their slots with one atomic operation when
- * the ring has room for all of them (else one by one, the frames that do
- * not fit dropped and counted).  Returns how many were taken. */
+ * capped() would, reserving with one atomic operation as many slots as
+ * the ring has free, up to 'n'; the frames that do not fit, the last
+ * ones, are dropped and counted.  Returns how many were taken: the first
+ * that many of 'f'. */
 size_t gpu_index_recorder_submit_batch(struct gpu_index_recorder *,
                                        const struct gpu_index_frame *,
                                        size_t n, uint64_t ts_ns);
