@@ -388,6 +388,7 @@ main(int argc, char *argv[])
     pthread_join(t, NULL);
     gpu_index_recorder_get_stats(r, &rs);
     uint64_t recorded_at_end = rs.recorded;
+    uint64_t waited_ns = rs.writer_wait_ns, waits = rs.writer_waits;
     writer_ns = writer_run_ns() - writer_ns;
     t0 = now_s();
     gpu_index_recorder_flush(r);
@@ -405,16 +406,19 @@ main(int argc, char *argv[])
            " bytes, index %"PRIu64" bytes\n", rs.segments_written,
            rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0,
            rs.pcap_bytes, rs.index_bytes);
-    printf("  writer ran %.3f s of %.3f s: %.0f ns a record kept\n",
+    printf("  writer ran %.3f s of %.3f s: %.0f ns a record kept; it "
+           "waited %.3f s for the indexer (%"PRIu64" times)\n",
            writer_ns / 1e9, p.elapsed,
-           recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0);
+           recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0,
+           waited_ns / 1e9, waits);
     printf("RESULT kept_mrps=%.3f submitted_mpps=%.3f kept_pct=%.1f "
-           "writer_ns_per_rec=%.0f writer_busy=%.2f\n",
+           "writer_ns_per_rec=%.0f writer_busy=%.2f "
+           "writer_wait_s=%.3f\n",
            recorded_at_end / p.elapsed / 1e6,
            rs.submitted / p.elapsed / 1e6,
            rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0,
            recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0,
-           writer_ns / 1e9 / p.elapsed);
+           writer_ns / 1e9 / p.elapsed, waited_ns / 1e9);
     gpu_index_recorder_destroy(r);
     time_query(dir, query);
     if (!keep && system(cmd)) {

@@ -402,6 +402,11 @@ struct gpu_index_recorder_stats {
     uint64_t build_ns;          /* Spent building indexes. */
     uint64_t build_rows;        /* Rows indexed (per attribute). */
     uint64_t build_fallbacks;   /* Builds the device failed: on the CPU. */
+    /* Times, and nanoseconds in all, the writer waited at the end of a
+     * segment for the indexer to finish the previous one: the ring
+     * fills meanwhile (it holds milliseconds), so drops then come from
+     * the indexer's pace, not the writer's. */
+    uint64_t writer_waits, writer_wait_ns;
     char backend[96];
 };
 

@@ -763,6 +763,7 @@ struct gpu_index_recorder {
 
     /* Counters (atomic); 'submitted', 'dropped' and 'recorded' are
      * above. */
+    uint64_t writer_waits, writer_wait_ns;
     uint64_t segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
@@ -1109,8 +1110,15 @@ close_segment(struct gpu_index_recorder *r)
     }
     write_out(r);
     pthread_mutex_lock(&r->mutex);
-    while (r->closing) {
-        pthread_cond_wait(&r->idx_cond, &r->mutex);
+    if (r->closing) {
+        double t0 = gpu_index_now_ms();
+
+        while (r->closing) {
+            pthread_cond_wait(&r->idx_cond, &r->mutex);
+        }
+        add(&r->writer_waits, 1);
+        add(&r->writer_wait_ns,
+            (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
     }
     r->closing = s;
     r->cur = s == &r->bufs[0] ? &r->bufs[1] : &r->bufs[0];
@@ -1852,6 +1860,9 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->build_ns = __atomic_load_n(&r->build_ns, __ATOMIC_RELAXED);
     s->build_rows = __atomic_load_n(&r->build_rows, __ATOMIC_RELAXED);
     s->build_fallbacks = gpu_index_builder_fallbacks(r->builder);
+    s->writer_waits = __atomic_load_n(&r->writer_waits, __ATOMIC_RELAXED);
+    s->writer_wait_ns = __atomic_load_n(&r->writer_wait_ns,
+                                        __ATOMIC_RELAXED);
     s->segments_recovered = r->segments_recovered;
     s->records_recovered = r->records_recovered;
     s->bytes_cut = r->bytes_cut;
