@@ -4,7 +4,8 @@
  * mix (50% 64, 20% 576, 30% 1500-byte frames) at a given rate, without
  * the switch: the writer thread's bound, measured alone.
  *
- * The producer submits batches of 32 frames (a datapath batch), paced to
+ * The producer submits batches of 32 frames (a datapath batch) with
+ * gpu_index_recorder_submit_batch(), as gpu_index() does, paced to
  * --rate packets per second (0: as fast as it can, so that the ring is
  * always full and "recorded" is the writer's ceiling).  At the end the
  * recorder is flushed (the last segment closed and indexed), and the
@@ -23,11 +24,18 @@
  * lines written to memory and its matches to a pcap file, as
  * gpu-index/query does.
  *
+ * --cpus P,W pins the producer to CPU P and the recorder's threads
+ * (writer, indexer, index builders) to CPU W, as a PMD and the
+ * recorder's threads are pinned in the switch: without it the scheduler
+ * may move them, and the cache lines they share, between cores.
+ *
  * Usage: recorder-bench [--dir DIR] [--seconds S] [--rate PPS]
  *                       [--segment N] [--ring N] [--snaplen N]
  *                       [--backend cpu|cuda|auto] [--drain N]
- *                       [--index-threads N] [--query EXPR] [--keep]
+ *                       [--index-threads N] [--query EXPR]
+ *                       [--cpus P,W] [--keep]
  */
+#define _GNU_SOURCE             /* pthread_setaffinity_np(). */
 #include <config.h>
 
 #include <inttypes.h>
@@ -39,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #include "gpu_services/index/gpu-index.h"
 
@@ -102,24 +111,95 @@ struct producer {
     uint32_t lens[N_FRAMES];
     uint64_t submitted;
     double elapsed;
+    int cpu;                    /* -1: not pinned. */
 };
+
+/* Returns the nanoseconds the recorder's writer thread ("gidx-writer")
+ * has run so far, from the scheduler's statistics, or 0 if not found.
+ * Records per second of the writer's own time tell its cost apart from
+ * the time it waited for a core (steal and wait on a shared machine). */
+static uint64_t
+writer_run_ns(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    uint64_t ns = 0;
+
+    while (d && (e = readdir(d))) {
+        char path[300], comm[32] = "";
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        if (!fgets(comm, sizeof comm, f)) {
+            comm[0] = 0;
+        }
+        fclose(f);
+        if (strncmp(comm, "gidx-writer", 11)) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat",
+                 e->d_name);
+        f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%"SCNu64, &ns) != 1) {
+                ns = 0;
+            }
+            fclose(f);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return ns;
+}
+
+/* Pins the calling thread to 'cpu', if it is not negative. */
+static void
+pin_self(int cpu)
+{
+    cpu_set_t set;
+
+    if (cpu < 0) {
+        return;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+        fprintf(stderr, "cannot pin to CPU %d\n", cpu);
+    }
+}
 
 static void *
 produce(void *p_)
 {
     struct producer *p = p_;
-    double t0 = now_s(), now = t0;
+    double t0, now;
     uint64_t n = 0;
     size_t k = 0;
+
+    pin_self(p->cpu);
+    t0 = now = now_s();
 
     while (now - t0 < p->seconds) {
         uint64_t ts = (uint64_t) (now * 1e9) + 1700000000ull * 1000000000ull;
 
+        struct gpu_index_frame f[BATCH];
+
+        /* One call a batch, as gpu_index() in the switch submits. */
         for (int i = 0; i < BATCH; i++) {
-            gpu_index_recorder_submit(p->r, p->frames + k * 1514,
-                                      p->lens[k], ts, 1 + k % 4);
+            f[i] = (struct gpu_index_frame) {
+                .data = p->frames + k * 1514,
+                .cap_len = p->lens[k],
+                .len = p->lens[k],
+                .in_port = 1 + k % 4,
+            };
             k = (k + 1) % N_FRAMES;
         }
+        gpu_index_recorder_submit_batch(p->r, f, BATCH, ts);
         n += BATCH;
         now = now_s();
         if (p->rate > 0) {
@@ -179,13 +259,14 @@ main(int argc, char *argv[])
     pthread_t t;
     char err[256], cmd[1100];
     double mean = 0, t0;
-    int error;
+    int error, writer_cpu = -1;
 
     gpu_index_recorder_config_init(&cfg);
     cfg.backend = GPU_INDEX_BACKEND_CPU;
     memset(&p, 0, sizeof p);
     p.seconds = 5;
     p.rate = 0;
+    p.cpu = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -215,6 +296,11 @@ main(int argc, char *argv[])
             cfg.ring_slots = drain;
         } else if (!strcmp(a, "--ring")) {
             cfg.ring_slots = atoi(v);
+        } else if (!strcmp(a, "--cpus")) {
+            if (sscanf(v, "%d,%d", &p.cpu, &writer_cpu) != 2) {
+                fprintf(stderr, "--cpus needs P,W\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--snaplen")) {
             cfg.snaplen = atoi(v);
         } else if (!strcmp(a, "--backend")) {
@@ -243,6 +329,7 @@ main(int argc, char *argv[])
         return 1;
     }
     cfg.dir = dir;
+    pin_self(writer_cpu);       /* The recorder's threads inherit it. */
     error = gpu_index_recorder_create(&cfg, &r, err, sizeof err);
     if (error) {
         fprintf(stderr, "recorder: %s\n", err);
@@ -296,10 +383,13 @@ main(int argc, char *argv[])
     }
 
     p.r = r;
+    uint64_t writer_ns = writer_run_ns();
     pthread_create(&t, NULL, produce, &p);
     pthread_join(t, NULL);
     gpu_index_recorder_get_stats(r, &rs);
     uint64_t recorded_at_end = rs.recorded;
+    uint64_t waited_ns = rs.writer_wait_ns, waits = rs.writer_waits;
+    writer_ns = writer_run_ns() - writer_ns;
     t0 = now_s();
     gpu_index_recorder_flush(r);
     double flush_s = now_s() - t0;
@@ -316,10 +406,19 @@ main(int argc, char *argv[])
            " bytes, index %"PRIu64" bytes\n", rs.segments_written,
            rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0,
            rs.pcap_bytes, rs.index_bytes);
-    printf("RESULT kept_mrps=%.3f submitted_mpps=%.3f kept_pct=%.1f\n",
+    printf("  writer ran %.3f s of %.3f s: %.0f ns a record kept; it "
+           "waited %.3f s for the indexer (%"PRIu64" times)\n",
+           writer_ns / 1e9, p.elapsed,
+           recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0,
+           waited_ns / 1e9, waits);
+    printf("RESULT kept_mrps=%.3f submitted_mpps=%.3f kept_pct=%.1f "
+           "writer_ns_per_rec=%.0f writer_busy=%.2f "
+           "writer_wait_s=%.3f\n",
            recorded_at_end / p.elapsed / 1e6,
            rs.submitted / p.elapsed / 1e6,
-           rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0);
+           rs.submitted ? 100.0 * rs.recorded / rs.submitted : 0.0,
+           recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0,
+           writer_ns / 1e9 / p.elapsed, waited_ns / 1e9);
     gpu_index_recorder_destroy(r);
     time_query(dir, query);
     if (!keep && system(cmd)) {

@@ -795,6 +795,10 @@ index_format_store(struct ds *s, struct index_store *st)
                   rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0);
     ds_put_format(s, "  segments: %"PRIu64" written, %"PRIu64" deleted\n",
                   rs.segments_written, rs.segments_deleted);
+    /* Time the ring could not drain: drops then are the indexer's. */
+    ds_put_format(s, "  writer waited for the indexer: %.3f s (%"PRIu64
+                  " segment ends)\n", rs.writer_wait_ns / 1e9,
+                  rs.writer_waits);
     ds_put_format(s, "  device faults: %"PRIu64" index builds done on the "
                   "CPU\n", rs.build_fallbacks);
     if (rs.segments_recovered || rs.segments_set_aside) {

@@ -1704,6 +1704,161 @@ test_recorder_concurrent(void **state)
     rm_rf(tmpdir);
 }
 
+/* ---- Ring order under concurrency. ---- */
+
+#define ORDER_PRODUCERS 4
+#define ORDER_FRAMES 100000
+
+struct order_producer {
+    struct gpu_index_recorder *r;
+    int id;
+    struct rng g;
+    uint8_t *accepted;          /* [ORDER_FRAMES]: taken by the recorder. */
+};
+
+/* Frame 'num' of producer 'id': not IPv4 (EtherType 0), its producer and
+ * number in the payload. */
+static void
+order_frame(uint8_t f[64], int id, uint32_t num)
+{
+    memset(f, 0, 64);
+    f[20] = id;
+    memcpy(f + 24, &num, sizeof num);
+}
+
+/* Submits numbered frames, one by one or in batches of random sizes (1
+ * to 40, above and below the writer's runs of 32), with random pauses so
+ * that the ring is sometimes full and sometimes empty. */
+static void *
+order_producer_thread(void *p_)
+{
+    struct order_producer *p = p_;
+    static uint8_t frames[ORDER_PRODUCERS][40][64];
+    uint8_t (*mine)[64] = frames[p->id - 1];
+    uint32_t num = 0;
+
+    while (num < ORDER_FRAMES) {
+        uint32_t n = rng_below(&p->g, 3) ? 1 + rng_below(&p->g, 40) : 0;
+
+        if (!n) {
+            order_frame(mine[0], p->id, num);
+            p->accepted[num] = gpu_index_recorder_submit(p->r, mine[0], 64,
+                                                         num, p->id);
+            num++;
+        } else {
+            struct gpu_index_frame f[40];
+            size_t taken;
+
+            n = n < ORDER_FRAMES - num ? n : ORDER_FRAMES - num;
+            for (uint32_t i = 0; i < n; i++) {
+                order_frame(mine[i], p->id, num + i);
+                f[i] = (struct gpu_index_frame) {
+                    .data = mine[i], .cap_len = 64, .len = 64,
+                    .in_port = p->id,
+                };
+            }
+            /* A batch takes its first 'taken' frames. */
+            taken = gpu_index_recorder_submit_batch(p->r, f, n, num);
+            for (uint32_t i = 0; i < n; i++) {
+                p->accepted[num + i] = i < taken;
+            }
+            num += n;
+        }
+        if (!rng_below(&p->g, 8)) {
+            usleep(rng_below(&p->g, 200));
+        }
+    }
+    return NULL;
+}
+
+/* Several producers submit numbered frames against the running writer,
+ * through a small ring that wraps thousands of times and segments that
+ * rotate: every frame a submit took is in the store exactly once, none
+ * that it refused is, and each producer's frames are in the order it
+ * submitted them. */
+static void
+test_recorder_ring_order(void **state)
+{
+    struct order_producer p[ORDER_PRODUCERS];
+    pthread_t th[ORDER_PRODUCERS];
+    struct gpu_index_recorder_stats st;
+    struct gpu_index_recorder *r;
+    char pcap_path[1100], errbuf[PCAP_ERRBUF_SIZE];
+    uint32_t next[ORDER_PRODUCERS] = { 0 };
+    uint64_t accepted = 0, seen = 0;
+    struct pcap_pkthdr *h;
+    const u_char *data;
+    pcap_t *pc;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, 10000, 0, 256, backends[n_backends - 1], 1);
+    for (int i = 0; i < ORDER_PRODUCERS; i++) {
+        p[i] = (struct order_producer) {
+            .r = r, .id = i + 1, .g = case_rng(18, i),
+            .accepted = calloc(ORDER_FRAMES, 1),
+        };
+        pthread_create(&th[i], NULL, order_producer_thread, &p[i]);
+    }
+    for (int i = 0; i < ORDER_PRODUCERS; i++) {
+        pthread_join(th[i], NULL);
+        for (uint32_t k = 0; k < ORDER_FRAMES; k++) {
+            accepted += p[i].accepted[k];
+        }
+    }
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    gpu_index_recorder_get_stats(r, &st);
+    printf("test-index: ring order, %d producers, %d frames: %"PRIu64
+           " recorded, %"PRIu64" dropped, %"PRIu64" segments\n",
+           ORDER_PRODUCERS, ORDER_PRODUCERS * ORDER_FRAMES, st.recorded,
+           st.dropped, st.segments_written);
+    assert_int_equal(st.submitted, ORDER_PRODUCERS * ORDER_FRAMES);
+    assert_int_equal(st.recorded, accepted);
+    assert_int_equal(st.recorded + st.dropped, st.submitted);
+    gpu_index_recorder_destroy(r);
+
+    /* The store's frames, segment after segment: each producer's numbers
+     * must be exactly its accepted ones, rising. */
+    snprintf(pcap_path, sizeof pcap_path, "%s.order.pcap", tmpdir);
+    assert_int_equal(store_query(tmpdir, "not ip4", NULL, pcap_path),
+                     accepted);
+    pc = pcap_open_offline(pcap_path, errbuf);
+    assert_non_null(pc);
+    while (pcap_next_ex(pc, &h, &data) == 1) {
+        uint32_t num;
+        int id;
+
+        assert_int_equal(h->caplen, 64);
+        id = data[20];
+        assert_true(id >= 1 && id <= ORDER_PRODUCERS);
+        memcpy(&num, data + 24, sizeof num);
+        /* Skip the refused ones: the next accepted must be this one. */
+        while (next[id - 1] < ORDER_FRAMES
+               && !p[id - 1].accepted[next[id - 1]]) {
+            next[id - 1]++;
+        }
+        if (num != next[id - 1]) {
+            fail_msg("producer %d: frame %"PRIu32" where %"PRIu32" was "
+                     "due (lost, repeated or out of order)", id, num,
+                     next[id - 1]);
+        }
+        next[id - 1]++;
+        seen++;
+    }
+    pcap_close(pc);
+    assert_int_equal(seen, accepted);
+    for (int i = 0; i < ORDER_PRODUCERS; i++) {
+        while (next[i] < ORDER_FRAMES && !p[i].accepted[next[i]]) {
+            next[i]++;
+        }
+        assert_int_equal(next[i], ORDER_FRAMES);
+        free(p[i].accepted);
+    }
+    unlink(pcap_path);
+    rm_rf(tmpdir);
+    (void) state;
+}
+
 int
 main(void)
 {
@@ -1747,6 +1902,7 @@ main(void)
         cmocka_unit_test(test_recorder_drops),
         cmocka_unit_test(test_recorder_batches),
         cmocka_unit_test(test_recorder_concurrent),
+        cmocka_unit_test(test_recorder_ring_order),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {

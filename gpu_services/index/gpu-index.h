@@ -373,9 +373,10 @@ struct gpu_index_frame {
 };
 
 /* Submits 'n' frames captured at 'ts_ns' as gpu_index_recorder_submit_
- * capped() would, reserving their slots with one atomic operation when
- * the ring has room for all of them (else one by one, the frames that do
- * not fit dropped and counted).  Returns how many were taken. */
+ * capped() would, reserving with one atomic operation as many slots as
+ * the ring has free, up to 'n'; the frames that do not fit, the last
+ * ones, are dropped and counted.  Returns how many were taken: the first
+ * that many of 'f'. */
 size_t gpu_index_recorder_submit_batch(struct gpu_index_recorder *,
                                        const struct gpu_index_frame *,
                                        size_t n, uint64_t ts_ns);
@@ -401,6 +402,11 @@ struct gpu_index_recorder_stats {
     uint64_t build_ns;          /* Spent building indexes. */
     uint64_t build_rows;        /* Rows indexed (per attribute). */
     uint64_t build_fallbacks;   /* Builds the device failed: on the CPU. */
+    /* Times, and nanoseconds in all, the writer waited at the end of a
+     * segment for the indexer to finish the previous one: the ring
+     * fills meanwhile (it holds milliseconds), so drops then come from
+     * the indexer's pace, not the writer's. */
+    uint64_t writer_waits, writer_wait_ns;
     char backend[96];
 };
 

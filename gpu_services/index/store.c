@@ -45,6 +45,7 @@
  * of a segment builds its indexes and writes them, then applies the
  * retention limits.
  */
+#define _GNU_SOURCE             /* pthread_setname_np(). */
 #include <config.h>
 
 #include "gpu_services/index/index-private.h"
@@ -697,6 +698,20 @@ struct seg_recs {
 
 #define MAX_INDEX_THREADS 16
 
+/* The writer hands slots back to the producers this many at a time (and
+ * whatever it holds when the ring is empty).  Slot by slot, a producer
+ * facing a full ring refills each slot as soon as it is freed, so the
+ * cache line holding the writer's next slot moves to the producer's core
+ * and back for every record; 32 slots are 16 lines the producer leaves
+ * alone until the writer is done with all of them, and one batch of the
+ * datapath's (which then takes them with one CAS). */
+#define WRITER_RELEASE_RUN 32
+
+#define CACHE_LINE 64
+#define ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y) * (Y))
+/* Whole slots a line, so that a run of them is whole lines. */
+_Static_assert(CACHE_LINE % sizeof(struct slot) == 0, "slot size");
+
 struct gpu_index_recorder {
     struct gpu_index_recorder_config cfg;
     char *dir;
@@ -705,15 +720,25 @@ struct gpu_index_recorder {
     int n_builders;
     struct gpu_index_segment_index seg;     /* Reused by every segment. */
 
-    /* Staging ring. */
-    struct slot *slots;
+    /* Staging ring.  What the producers write (the enqueue position and
+     * their counters) and what the writer writes for every record (the
+     * dequeue position) each have a cache line of their own, apart from
+     * what both only read: one line for all, as before, moved between the
+     * PMD's core and the writer's several times a record. */
+    struct slot *slots;         /* Cache-line aligned. */
     uint8_t *data;              /* ring_slots x snaplen. */
     size_t mask;
-    atomic_size_t enq;
-    size_t deq;                 /* Worker only. */
+
+    /* The producers' (atomic). */
+    _Alignas(CACHE_LINE) atomic_size_t enq;
+    uint64_t submitted, dropped;
+
+    /* The writer's. */
+    _Alignas(CACHE_LINE) size_t deq;
+    uint64_t recorded;          /* Atomic. */
 
     /* Worker. */
-    pthread_t thread;
+    _Alignas(CACHE_LINE) pthread_t thread;
     atomic_bool stop, paused;
     pthread_mutex_t mutex;
     pthread_cond_t cond;
@@ -736,8 +761,10 @@ struct gpu_index_recorder {
     int index_error;            /* The last segment's. */
     bool idx_stop;
 
-    /* Counters (atomic). */
-    uint64_t submitted, dropped, recorded, segments_written,
+    /* Counters (atomic); 'submitted', 'dropped' and 'recorded' are
+     * above. */
+    uint64_t writer_waits, writer_wait_ns;
+    uint64_t segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
 
@@ -834,47 +861,74 @@ fill_slot(struct gpu_index_recorder *r, size_t pos, const uint8_t *frame,
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 }
 
+/* Returns how many slots from ring position 'pos' on, at most 'n', are
+ * free for this lap, 'pos' itself being free. */
+static size_t
+free_run(struct gpu_index_recorder *r, size_t pos, size_t n)
+{
+    size_t k;
+
+    n = n < r->mask + 1 ? n : r->mask + 1;
+    /* The worker frees slots in ring order, so if the run's last slot is
+     * free, so are all before it: one look, when the ring has room. */
+    if (atomic_load_explicit(&r->slots[(pos + n - 1) & r->mask].seq,
+                             memory_order_acquire) == pos + n - 1) {
+        return n;
+    }
+    for (k = 1; k < n; k++) {
+        if (atomic_load_explicit(&r->slots[(pos + k) & r->mask].seq,
+                                 memory_order_acquire) != pos + k) {
+            break;
+        }
+    }
+    return k;
+}
+
 size_t
 gpu_index_recorder_submit_batch(struct gpu_index_recorder *r,
                                 const struct gpu_index_frame *f, size_t n,
                                 uint64_t ts_ns)
 {
     size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
-    size_t taken = 0;
+    size_t room;
 
     if (!n) {
         return 0;
     }
-    /* The worker frees slots in ring order, so if the batch's last slot
-     * is free for this lap, so are all before it: one CAS takes them
-     * all (two atomics a batch rather than two a packet). */
-    while (n <= r->mask + 1) {
-        struct slot *last = &r->slots[(pos + n - 1) & r->mask];
-        size_t seq = atomic_load_explicit(&last->seq, memory_order_acquire);
+    add(&r->submitted, n);
+    /* One CAS takes as many slots as are free, up to the whole batch;
+     * the rest of the batch is dropped and counted with one add.  The
+     * PMD, which calls this, never waits: a full ring costs it a load, a
+     * compare and that add (frame by frame, it was two atomic adds and
+     * a load of the line the writer is working on, per frame). */
+    for (;;) {
+        size_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq,
+                                          memory_order_acquire);
+        intptr_t diff = (intptr_t) seq - (intptr_t) pos;
 
-        if (seq != pos + n - 1
-            || (intptr_t) atomic_load_explicit(
-                   &r->slots[pos & r->mask].seq, memory_order_acquire)
-               != (intptr_t) pos) {
-            break;              /* Not room for all, or raced: one by one. */
+        if (diff < 0) {
+            room = 0;           /* Full: the worker is behind. */
+            break;
+        } else if (diff > 0) {
+            /* Another producer took 'pos'. */
+            pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
+            continue;
         }
+        room = free_run(r, pos, n);
         if (atomic_compare_exchange_weak_explicit(
-                &r->enq, &pos, pos + n, memory_order_relaxed,
+                &r->enq, &pos, pos + room, memory_order_relaxed,
                 memory_order_relaxed)) {
-            add(&r->submitted, n);
-            for (size_t i = 0; i < n; i++) {
-                fill_slot(r, pos + i, f[i].data, f[i].cap_len, f[i].len,
-                          ts_ns, f[i].in_port);
-            }
-            return n;
+            break;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        taken += gpu_index_recorder_submit_capped(r, f[i].data,
-                                                  f[i].cap_len, f[i].len,
-                                                  ts_ns, f[i].in_port);
+    for (size_t i = 0; i < room; i++) {
+        fill_slot(r, pos + i, f[i].data, f[i].cap_len, f[i].len, ts_ns,
+                  f[i].in_port);
     }
-    return taken;
+    if (room < n) {
+        add(&r->dropped, n - room);
+    }
+    return room;
 }
 
 /* Deletes segments beyond the retention limits, oldest first, never one
@@ -1010,6 +1064,7 @@ indexer(void *r_)
 {
     struct gpu_index_recorder *r = r_;
 
+    pthread_setname_np(pthread_self(), "gidx-indexer");
     pthread_mutex_lock(&r->mutex);
     for (;;) {
         while (!r->closing && !r->idx_stop) {
@@ -1055,8 +1110,15 @@ close_segment(struct gpu_index_recorder *r)
     }
     write_out(r);
     pthread_mutex_lock(&r->mutex);
-    while (r->closing) {
-        pthread_cond_wait(&r->idx_cond, &r->mutex);
+    if (r->closing) {
+        double t0 = gpu_index_now_ms();
+
+        while (r->closing) {
+            pthread_cond_wait(&r->idx_cond, &r->mutex);
+        }
+        add(&r->writer_waits, 1);
+        add(&r->writer_wait_ns,
+            (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
     }
     r->closing = s;
     r->cur = s == &r->bufs[0] ? &r->bufs[1] : &r->bufs[0];
@@ -1218,11 +1280,24 @@ recorder_open_store(struct gpu_index_recorder *r)
     atomic_store_explicit(&r->ready, true, memory_order_release);
 }
 
+/* Hands ring positions 'from' to 'to' (excluded), recorded, back to the
+ * producers for their next lap. */
+static void
+release_slots(struct gpu_index_recorder *r, size_t from, size_t to)
+{
+    for (size_t pos = from; pos < to; pos++) {
+        atomic_store_explicit(&r->slots[pos & r->mask].seq,
+                              pos + r->mask + 1, memory_order_release);
+    }
+}
+
 static void *
 worker(void *r_)
 {
     struct gpu_index_recorder *r = r_;
 
+    /* Named, so that top -H and perf tell it from the PMD and indexer. */
+    pthread_setname_np(pthread_self(), "gidx-writer");
     /* The recorder this one replaces closes soon (its packets are
      * flushed first); until then, packets wait in the ring. */
     while (!r->locked) {
@@ -1237,24 +1312,31 @@ worker(void *r_)
         }
     }
     for (;;) {
+        struct slot *slots = r->slots;
+        const uint8_t *data = r->data;
+        size_t mask = r->mask, snaplen = r->cfg.snaplen;
+        size_t deq = r->deq, held = deq;
         int got = 0, kept = 0;
 
         while (!atomic_load_explicit(&r->paused, memory_order_relaxed)
                && got < 4096) {
-            struct slot *s = &r->slots[r->deq & r->mask];
+            struct slot *s = &slots[deq & mask];
             size_t seq = atomic_load_explicit(&s->seq,
                                               memory_order_acquire);
 
-            if (seq != r->deq + 1) {
+            if (seq != deq + 1) {
                 break;
             }
-            kept += record_one(r, s, r->data
-                                     + (r->deq & r->mask) * r->cfg.snaplen);
-            atomic_store_explicit(&s->seq, r->deq + r->mask + 1,
-                                  memory_order_release);
-            r->deq++;
+            kept += record_one(r, s, data + (deq & mask) * snaplen);
+            deq++;
             got++;
+            if (deq - held == WRITER_RELEASE_RUN) {
+                release_slots(r, held, deq);
+                held = deq;
+            }
         }
+        release_slots(r, held, deq);
+        r->deq = deq;
         if (kept) {
             add(&r->recorded, kept);
         }
@@ -1574,10 +1656,13 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         set_err(err, err_size, "%s: %s", cfg->dir, strerror(errno));
         return GPU_ERR_INVALID;
     }
-    r = calloc(1, sizeof *r);
+    /* Aligned, for the cache lines of its own that 'enq' and 'deq'
+     * have. */
+    r = aligned_alloc(CACHE_LINE, ROUND_UP(sizeof *r, CACHE_LINE));
     if (!r) {
         return GPU_ERR_NOMEM;
     }
+    memset(r, 0, sizeof *r);
     /* One recorder a folder: another would take its open segment for one
      * left by a crash.  A successor ('wait_for_lock') waits, in its
      * worker, for the recorder it replaces to close. */
@@ -1601,8 +1686,12 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         slots *= 2;
     }
     r->mask = slots - 1;
-    r->slots = calloc(slots, sizeof *r->slots);
-    r->data = malloc(slots * cfg->snaplen);
+    /* Line-aligned slots: the writer's runs of released slots are whole
+     * lines, none shared with a slot it still reads. */
+    r->slots = aligned_alloc(CACHE_LINE,
+                             ROUND_UP(slots * sizeof *r->slots, CACHE_LINE));
+    r->data = aligned_alloc(CACHE_LINE,
+                            ROUND_UP(slots * cfg->snaplen, CACHE_LINE));
     r->pcap_buf = malloc(WRITER_PCAP_BUF);
     r->ports_buf = malloc(WRITER_PORTS_BUF * sizeof *r->ports_buf);
     for (int i = 0; i < 2; i++) {
@@ -1771,6 +1860,9 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->build_ns = __atomic_load_n(&r->build_ns, __ATOMIC_RELAXED);
     s->build_rows = __atomic_load_n(&r->build_rows, __ATOMIC_RELAXED);
     s->build_fallbacks = gpu_index_builder_fallbacks(r->builder);
+    s->writer_waits = __atomic_load_n(&r->writer_waits, __ATOMIC_RELAXED);
+    s->writer_wait_ns = __atomic_load_n(&r->writer_wait_ns,
+                                        __ATOMIC_RELAXED);
     s->segments_recovered = r->segments_recovered;
     s->records_recovered = r->records_recovered;
     s->bytes_cut = r->bytes_cut;
