@@ -89,6 +89,7 @@
 #include <string.h>
 
 #include "cmap.h"
+#include "coverage.h"
 #include "dp-packet.h"
 #include "dpif-netdev.h"
 #include "flow.h"
@@ -110,6 +111,10 @@
 #include "ovs_plugin/gpu-actions.h"
 
 VLOG_DEFINE_THIS_MODULE(gpu_fec_service);
+
+/* Open groups whose frames moved from their call to the stage because the
+ * call went first (fec_encode_unplace()): rare, and for the tests. */
+COVERAGE_DEFINE(fec_encode_open_moved);
 
 #define FEC_ETH_TYPE 0x88b5     /* IEEE 802 local experimental 1. */
 #define FEC_MAGIC 0xfe
@@ -263,7 +268,13 @@ struct fec_inst {
     struct gpu_parity *coder;
     uint32_t group;
     unsigned int n;             /* Data packets so far. */
-    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];     /* In 'stage'. */
+    uint8_t *frames[GPU_PARITY_MAX_CHUNKS];     /* In place or 'stage'. */
+    /* The group's frames are copied once, in place in the gathered call
+     * ('open_call', the chunks at 'open_ofs', room kept for the longest
+     * frames), where their chunks will be; or, if the call had to go
+     * first (fec_call_submit()) or there was none, into the stage. */
+    struct fec_call *open_call;
+    size_t open_ofs;
     uint8_t *stage;             /* k * FEC_MAX_FRAME bytes, or NULL. */
     size_t stage_used;
     size_t lens[GPU_PARITY_MAX_CHUNKS];
@@ -858,6 +869,7 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
 }
 
 static void fec_call_finish_oldest(struct fec_inst *);
+static void fec_encode_unplace(struct fec_inst *);
 
 /* Decoder: the segments of 'call', one per group, each rebuilding the
  * group's lost data packets from the chunks it has. */
@@ -886,6 +898,14 @@ fec_call_submit(struct fec_inst *inst)
     int status;
 
     inst->gather = NULL;
+    if (call == inst->open_call) {
+        fec_encode_unplace(inst);
+    }
+    if (!call->n_groups) {
+        /* Only kept room for an open group. */
+        fec_call_recycle(inst, call);
+        return;
+    }
     if (inst->n_calls >= FEC_MAX_CALLS) {
         /* Memory (pinned, on a device) stays bounded: the oldest call is
          * waited for, and its packets wait in the instance. */
@@ -949,8 +969,12 @@ fec_call_add(struct fec_inst *inst, struct gpu_parity *coder,
             }
             return NULL;
         }
-        call->start_us = now;
         inst->gather = call;
+    }
+    if (!call->n_groups) {
+        /* Its groups wait from the first one's closing, not from when
+         * an open group kept room in it. */
+        call->start_us = now;
     }
     g = &call->groups[call->n_groups++];
     g->ofs = call->size;
@@ -1072,7 +1096,7 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
 {
     bool finish = mode == GPU_SERVICE_POLL_FINISH;
 
-    if (inst->gather
+    if (inst->gather && inst->gather->n_groups
         && (mode != GPU_SERVICE_POLL_BUSY
             || now - inst->gather->start_us
                >= gpu_services_get_max_hold_us())) {
@@ -1098,6 +1122,7 @@ fec_set_deadline(struct fec_inst *inst)
 {
     long long int deadline = LLONG_MAX;
     bool sendable = inst->n_pending && inst->has_next;
+    bool gathering;
 
     if (sendable) {
         deadline = 0;
@@ -1109,8 +1134,10 @@ fec_set_deadline(struct fec_inst *inst)
 
         deadline = g->start_us + inst->timeout_us;
     }
-    /* The poll does these; the timer is the fallback. */
-    if (inst->gather) {
+    /* The poll does these; the timer is the fallback.  A gathered call
+     * with no group only keeps room for the open group. */
+    gathering = inst->gather && inst->gather->n_groups;
+    if (gathering) {
         deadline = MIN(deadline, inst->gather->start_us + FEC_CALL_TIMER_US
                                  + gpu_services_get_max_hold_us());
     }
@@ -1125,10 +1152,51 @@ fec_set_deadline(struct fec_inst *inst)
     }
     atomic_store_relaxed(&inst->deadline_us, deadline);
     atomic_store_relaxed(&inst->poll_work,
-                         sendable || inst->gather || inst->n_calls);
+                         sendable || gathering || inst->n_calls);
 }
 
 /* ------------------------------------------------------------- Encoder. */
+
+/* Opens a group: keeps room for it in the gathered call (made if there is
+ * none) where that has room for k of the longest frames, so that its
+ * frames are copied once, in place; else they go to the stage.  A call
+ * with too little room is left to be submitted when the group closes, as
+ * it would be without. */
+static void
+fec_encode_place(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    size_t room = gpu_parity_pkt_chunk_size(inst->coder, FEC_MAX_FRAME);
+
+    if (!inst->gather) {
+        inst->gather = fec_call_new(inst, inst->coder, inst->k, inst->m);
+    }
+    if (inst->gather && inst->gather->size + room <= inst->gather->cap) {
+        inst->open_call = inst->gather;
+        inst->open_ofs = inst->gather->size;
+    } else {
+        inst->open_call = NULL;
+    }
+}
+
+/* The gathered call holding the open group's frames is about to go: they
+ * move to the stage. */
+static void
+fec_encode_unplace(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (!inst->stage) {
+        inst->stage = xmalloc(inst->k * FEC_MAX_FRAME);
+    }
+    for (unsigned int i = 0; i < inst->n; i++) {
+        memcpy(inst->stage + inst->stage_used, inst->frames[i],
+               inst->lens[i]);
+        inst->frames[i] = inst->stage + inst->stage_used;
+        inst->stage_used += inst->lens[i];
+    }
+    inst->open_call = NULL;
+    COVERAGE_INC(fec_encode_open_moved);
+}
 
 /* Closes the open group, even a short one: stages it to be coded. */
 static void
@@ -1152,13 +1220,24 @@ fec_encode_close(struct fec_inst *inst, long long int now)
         g->n_data = inst->n;
         g->dst = inst->dst;
         g->src = inst->src;
+        /* Still in place only if its call was not submitted meanwhile,
+         * so the group went where it kept room. */
+        ovs_assert(!inst->open_call || g->ofs == inst->open_ofs);
         for (unsigned int i = 0; i < inst->k; i++) {
-            /* The missing packets of a short group code as empty ones;
-             * the decoder knows them from n_data. */
-            gpu_parity_pkt_to_chunk(inst->gather->chunks[i] + g->ofs, g->cs,
-                                    i < inst->n ? inst->frames[i] : NULL,
-                                    i < inst->n ? inst->lens[i] : 0);
+            uint8_t *chunk = inst->gather->chunks[i] + g->ofs;
+
+            if (i < inst->n && inst->open_call) {
+                gpu_parity_pkt_chunk_finish(chunk, g->cs, inst->lens[i]);
+            } else {
+                /* The missing packets of a short group code as empty
+                 * ones; the decoder knows them from n_data. */
+                gpu_parity_pkt_to_chunk(chunk, g->cs,
+                                        i < inst->n ? inst->frames[i] : NULL,
+                                        i < inst->n ? inst->lens[i] : 0);
+            }
         }
+        /* Closed: a call submitted now has nothing open to move. */
+        inst->open_call = NULL;
         fec_call_added(inst);
     } else {
         inst->n_errors++;
@@ -1166,6 +1245,7 @@ fec_encode_close(struct fec_inst *inst, long long int now)
                      "packets went without parity", inst->args,
                      inst->group);
     }
+    inst->open_call = NULL;
     inst->stage_used = 0;
     inst->n = 0;
     inst->group++;
@@ -1264,6 +1344,14 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         const struct eth_header *eth;
 
         out->n_reserved = n_in - i - 1;
+        if (i + 1 < n_in) {
+            /* The header goes in front of the frame, in headroom no one
+             * has touched: a cache miss per packet, unless fetched while
+             * this one is copied. */
+            const uint8_t *next = dp_packet_data(batch->packets[i + 1]);
+
+            OVS_PREFETCH_WRITE(next - FEC_HLEN);
+        }
         if (packet->packet_type != htonl(PT_ETH) || size < ETH_HEADER_LEN
             || size > FEC_MAX_FRAME) {
             inst->n_unchanged++;
@@ -1272,18 +1360,24 @@ fec_encode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
         }
         if (!inst->n) {
             inst->start_us = now;
+            fec_encode_place(inst);
         }
         eth = dp_packet_data(packet);
         inst->dst = eth->eth_dst;
         inst->src = eth->eth_src;
         inst->in_port = packet->md.in_port.odp_port;
-        if (!inst->stage) {
-            inst->stage = xmalloc(inst->k * FEC_MAX_FRAME);
+        if (inst->open_call) {
+            inst->frames[inst->n] = (inst->open_call->chunks[inst->n]
+                                     + inst->open_ofs + GPU_PARITY_PKT_HLEN);
+        } else {
+            if (!inst->stage) {
+                inst->stage = xmalloc(inst->k * FEC_MAX_FRAME);
+            }
+            /* Side by side, k frames at most. */
+            inst->frames[inst->n] = inst->stage + inst->stage_used;
+            inst->stage_used += size;
         }
-        /* Copied side by side into the stage, k frames at most. */
-        inst->frames[inst->n] = inst->stage + inst->stage_used;
         memcpy(inst->frames[inst->n], dp_packet_data(packet), size);
-        inst->stage_used += size;
         inst->lens[inst->n] = size;
 
         struct fec_hdr hdr = {
@@ -1426,6 +1520,15 @@ fec_decode_expire(struct fec_inst *inst, long long int now)
     }
 }
 
+static bool
+fec_decode_fits(const struct fec_inst *inst, size_t len)
+    OVS_REQUIRES(inst->mutex)
+{
+    return (inst->n_buffered + 1 <= inst->max_packets
+            && inst->n_buffered_bytes + len <= inst->max_bytes
+            && hmap_count(&inst->groups) <= inst->max_packets);
+}
+
 /* Gives up the oldest groups but 'keep' until 'len' more bytes fit. */
 static void
 fec_decode_make_room(struct fec_inst *inst, struct fec_group *keep,
@@ -1435,9 +1538,7 @@ fec_decode_make_room(struct fec_inst *inst, struct fec_group *keep,
     struct fec_group *g;
 
     LIST_FOR_EACH_SAFE (g, lru_node, &inst->lru) {
-        if (inst->n_buffered + 1 <= inst->max_packets
-            && inst->n_buffered_bytes + len <= inst->max_bytes
-            && hmap_count(&inst->groups) <= inst->max_packets) {
+        if (fec_decode_fits(inst, len)) {
             break;
         }
         if (g != keep) {
@@ -1489,14 +1590,21 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
     OVS_REQUIRES(inst->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    unsigned int missing = fec_group_missing(g);
     int erasures[GPU_PARITY_MAX_CHUNKS];
     size_t n_erasures = 0, cs = 0;
     struct fec_call_group *cg;
     struct gpu_parity *coder;
-    unsigned int n_in = 0;
+    unsigned int n_in = 0, missing;
     char *error = NULL;
 
+    /* Called for every packet: until a parity packet says otherwise a
+     * group has k data packets, so with fewer in, some are missing and
+     * nothing can be rebuilt yet.  That settles most packets without
+     * counting the missing ones. */
+    if (!g->n_data_known && g->n_have_data < g->k) {
+        return;
+    }
+    missing = fec_group_missing(g);
     if (!missing) {
         if (g->n_data_known || g->n_have_data == g->k) {
             g->done = true;
@@ -1735,7 +1843,11 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             fec_drop(packet, out->may_steal);
             continue;
         }
-        fec_decode_make_room(inst, g, len);
+        if (!fec_decode_fits(inst, len)) {
+            /* Apart, so that a copy that fits (most) does not touch the
+             * oldest group, a cache miss. */
+            fec_decode_make_room(inst, g, len);
+        }
         g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
                                     dp_packet_data(packet) + FEC_HLEN, len);
         g->lens[idx] = len;

@@ -990,7 +990,9 @@ test_packets(void **state)
 /* Several groups of one code laid side by side (gpu-parity.h) and coded
  * in one asynchronous call give every group the parity it gets alone, and
  * one rebuild call gives back every group's lost packets: what
- * fec_encode and fec_decode gather their groups into. */
+ * fec_encode and fec_decode gather their groups into.  Every other group
+ * is written in place over stale bytes (gpu_parity_pkt_chunk_finish()),
+ * as fec_encode writes them. */
 static void
 test_groups_side_by_side(void **state)
 {
@@ -1043,10 +1045,23 @@ test_groups_side_by_side(void **state)
             for (unsigned int i = 0; i < n; i++) {
                 chunks[i] = mem + (size_t) i * total;
             }
+            /* Stale bytes where the chunks go, as in a reused call:
+             * every group's padding must still code as zeros. */
+            memset(mem, 0x5a, n * total);
             for (unsigned int g = 0; g < G; g++) {
                 for (unsigned int i = 0; i < k; i++) {
-                    gpu_parity_pkt_to_chunk(chunks[i] + off[g], cs[g],
-                                            pkts[g][i], lens[g][i]);
+                    uint8_t *chunk = chunks[i] + off[g];
+
+                    if (g % 2) {
+                        /* Written in place, as fec_encode does. */
+                        memcpy(chunk + GPU_PARITY_PKT_HLEN, pkts[g][i],
+                               lens[g][i]);
+                        gpu_parity_pkt_chunk_finish(chunk, cs[g],
+                                                    lens[g][i]);
+                    } else {
+                        gpu_parity_pkt_to_chunk(chunk, cs[g], pkts[g][i],
+                                                lens[g][i]);
+                    }
                 }
             }
             assert_int_equal(gpu_parity_batch_create(pc, total, &batch),

@@ -319,6 +319,13 @@ int gpu_parity_pkt_decode(struct gpu_parity *, const uint8_t *const *pkts,
 void gpu_parity_pkt_to_chunk(uint8_t *chunk, size_t chunk_size,
                              const uint8_t *pkt, size_t len);
 
+/* The same chunk for a caller that wrote the packet's 'len' bytes in
+ * place, at 'chunk' + 2 (GPU_PARITY_PKT_HLEN), saving a copy: adds its
+ * length and the zeros. */
+#define GPU_PARITY_PKT_HLEN 2
+void gpu_parity_pkt_chunk_finish(uint8_t *chunk, size_t chunk_size,
+                                 size_t len);
+
 /* The length of the packet a (rebuilt) chunk of 'chunk_size' bytes holds,
  * its bytes at 'chunk' + 2; or GPU_PARITY_ERR_PACKET if the length cannot
  * be (corrupt or mismatched parity). */

@@ -1624,12 +1624,19 @@ void
 gpu_parity_pkt_to_chunk(uint8_t *chunk, size_t chunk_size,
                         const uint8_t *pkt, size_t len)
 {
+    if (len) {
+        memcpy(chunk + GPU_PARITY_PKT_HLEN, pkt, len);
+    }
+    gpu_parity_pkt_chunk_finish(chunk, chunk_size, len);
+}
+
+void
+gpu_parity_pkt_chunk_finish(uint8_t *chunk, size_t chunk_size, size_t len)
+{
     chunk[0] = len >> 8;
     chunk[1] = len;
-    if (len) {
-        memcpy(chunk + 2, pkt, len);
-    }
-    memset(chunk + 2 + len, 0, chunk_size - 2 - len);
+    memset(chunk + GPU_PARITY_PKT_HLEN + len, 0,
+           chunk_size - GPU_PARITY_PKT_HLEN - len);
 }
 
 int
