@@ -1291,6 +1291,15 @@ release_slots(struct gpu_index_recorder *r, size_t from, size_t to)
     }
 }
 
+/* True if the ring's next record is there for the writer. */
+static bool
+slot_ready(struct gpu_index_recorder *r)
+{
+    return (atomic_load_explicit(&r->slots[r->deq & r->mask].seq,
+                                 memory_order_acquire)
+            == r->deq + 1);
+}
+
 static void *
 worker(void *r_)
 {
@@ -1352,6 +1361,15 @@ worker(void *r_)
         if (r->flush_req != r->flush_done || atomic_load(&r->stop)) {
             uint64_t req = r->flush_req;
 
+            if (!atomic_load_explicit(&r->paused, memory_order_relaxed)
+                && slot_ready(r)) {
+                /* The drain above found the ring empty before the
+                 * requester's last records were in it: a flush waits
+                 * for everything submitted before it, so those go in
+                 * this segment first. */
+                pthread_mutex_unlock(&r->mutex);
+                continue;
+            }
             pthread_mutex_unlock(&r->mutex);
             bool closed = close_segment(r);
             int error = wait_indexer(r);
