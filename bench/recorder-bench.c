@@ -369,9 +369,10 @@ main(int argc, char *argv[])
                "records/s (%.0f MB/s of pcap), %"PRIu64" dropped\n",
                rs.recorded, t1 - t0, rs.recorded / (t1 - t0) / 1e6,
                rs.recorded * (mean + 16) / (t1 - t0) / 1e6, rs.dropped);
-        printf("  indexer: the segment's flush %.3f s (%.3f M records/s), "
-               "index build alone %.3f s\n", flush_s,
-               rs.recorded / flush_s / 1e6, rs.build_ns / 1e9);
+        printf("  indexer: the segment's flush %.3f s (%.3f M records/s): "
+               "fsync %.3f s, index build %.3f s, index file %.3f s\n",
+               flush_s, rs.recorded / flush_s / 1e6, rs.sync_ns / 1e9,
+               rs.build_ns / 1e9, rs.index_write_ns / 1e9);
         printf("RESULT writer_mrps=%.3f indexer_mrps=%.3f\n",
                rs.recorded / (t1 - t0) / 1e6, rs.recorded / flush_s / 1e6);
         gpu_index_recorder_destroy(r);
@@ -406,6 +407,9 @@ main(int argc, char *argv[])
            " bytes, index %"PRIu64" bytes\n", rs.segments_written,
            rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0,
            rs.pcap_bytes, rs.index_bytes);
+    printf("  indexer: fsync %.3f s, index build %.3f s, index file "
+           "%.3f s\n", rs.sync_ns / 1e9, rs.build_ns / 1e9,
+           rs.index_write_ns / 1e9);
     printf("  writer ran %.3f s of %.3f s: %.0f ns a record kept; it "
            "waited %.3f s for the indexer (%"PRIu64" times)\n",
            writer_ns / 1e9, p.elapsed,

@@ -1062,6 +1062,82 @@ test_segment_build_threads(void **state)
     (void) state;
 }
 
+/* A segment's indexes as each backend builds them from the records (the
+ * CUDA builder computes the columns on the device) are the indexes of
+ * the columns computed on the host and built one by one; with device
+ * faults injected, the failed columns are built on the CPU, counted, and
+ * give the same bytes. */
+static void
+test_segment_build_records(void **state)
+{
+    const uint32_t sizes[] = { 1, 31, 4097, 250013 };
+    uint32_t max_n = 250013;
+    struct gpu_index_record *recs = calloc(max_n, sizeof *recs);
+    uint32_t *v = malloc(max_n * sizeof *v);
+    struct gpu_index_builder *ref = make_builder(GPU_INDEX_BACKEND_CPU,
+                                                 max_n);
+    int n_cases = 0;
+
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct gpu_index_builder *b = make_builder(backends[bi], max_n);
+        uint64_t fallbacks = 0;
+
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            uint32_t n = sizes[si];
+            struct rng g = case_rng(811, si);
+            /* Faults in the second half of the cases: 3 columns of the
+             * 40 fail, then the rest build on the device again. */
+            unsigned int faults = si % 2 ? 3 : 0;
+            struct gpu_index_segment_index seg;
+
+            for (uint32_t i = 0; i < n; i++) {
+                gen_record(&g, &recs[i],
+                           (1700000000ull + i / 3000) * 1000000000ull);
+            }
+            gpu_index_segment_index_init(&seg);
+            gpu_index_builder_inject_fault(b, GPU_ERR_DEVICE, faults);
+            for (int e = 0; e < 2; e++) {
+                assert_int_equal(gpu_index_segment_index_build(b, recs, n, e,
+                                                               &seg),
+                                 GPU_OK);
+                fallbacks += e ? 0 : faults;
+                assert_int_equal(gpu_index_builder_fallbacks(b), fallbacks);
+                assert_int_equal(seg.n_rows, n);
+                for (int a = 0; a < GPU_INDEX_N_ATTRS; a++) {
+                    struct gpu_index_bitmaps want;
+
+                    for (uint32_t i = 0; i < n; i++) {
+                        v[i] = gpu_index_attr_value(&recs[i], a);
+                    }
+                    gpu_index_bitmaps_init(&want);
+                    assert_int_equal(gpu_index_build(ref, v, n,
+                                                     gpu_index_attr_bits(a),
+                                                     e, 0, &want, NULL),
+                                     GPU_OK);
+                    if (!gpu_index_bitmaps_equal(&want, &seg.attrs[a])) {
+                        fail_msg("%s builder, n=%"PRIu32" %s, faults %u: "
+                                 "attribute %s differs from the host's "
+                                 "columns", gpu_index_backend_name(
+                                     backends[bi]), n,
+                                 gpu_index_encoding_name(e), faults,
+                                 gpu_index_attr_name(a));
+                    }
+                    gpu_index_bitmaps_free(&want);
+                }
+                n_cases++;
+            }
+            gpu_index_segment_index_free(&seg);
+        }
+        gpu_index_builder_destroy(b);
+    }
+    printf("test-index: %d segment builds from records compared with the "
+           "host's columns\n", n_cases);
+    gpu_index_builder_destroy(ref);
+    free(recs);
+    free(v);
+    (void) state;
+}
+
 /* The recorder writes its segments' pcap itself, in large writes: the
  * bytes must be what libpcap's dumper writes for the same packets (file
  * header, nanosecond record headers, frames cut at the snaplen), since
@@ -1896,6 +1972,7 @@ main(void)
         cmocka_unit_test(test_store_rotation),
         cmocka_unit_test(test_store_pcap_bytes),
         cmocka_unit_test(test_segment_build_threads),
+        cmocka_unit_test(test_segment_build_records),
         cmocka_unit_test(test_store_retention),
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_store_crash),

@@ -407,6 +407,10 @@ struct gpu_index_recorder_stats {
      * fills meanwhile (it holds milliseconds), so drops then come from
      * the indexer's pace, not the writer's. */
     uint64_t writer_waits, writer_wait_ns;
+    /* The indexer's other work on closed segments, besides 'build_ns':
+     * making the pcap and ports files durable (fsync), and writing the
+     * index file (CRC, write, fsync, rename). */
+    uint64_t sync_ns, index_write_ns;
     char backend[96];
 };
 

@@ -344,17 +344,38 @@ out:
     return error;
 }
 
+/* The CPU builder's state: the column builder's allocations and, for
+ * builds from a segment's records, the records and the columns of the
+ * last pass over them. */
+struct cpu_builder {
+    void *cols;                 /* gpu_index_cpu_build()'s. */
+    const struct gpu_index_record *recs;
+    uint32_t n_recs;
+    uint32_t *values;           /* CPU_ATTRS_PER_PASS columns. */
+    size_t values_cap;
+    int first_attr, n_attrs;    /* Columns in 'values'. */
+};
+
+/* Columns one pass over the records computes: the records (72 bytes
+ * each) of a large segment do not fit in any cache, so a pass per column
+ * would read them 40 times. */
+#define CPU_ATTRS_PER_PASS 8
+
 static int
 cpu_init(struct gpu_index_builder *b)
 {
-    b->pdata = NULL;            /* Made by the first build. */
-    return GPU_OK;
+    b->pdata = calloc(1, sizeof(struct cpu_builder));
+    return b->pdata ? GPU_OK : GPU_ERR_NOMEM;
 }
 
 static void
 cpu_uninit(struct gpu_index_builder *b)
 {
-    cols_free(b->pdata);
+    struct cpu_builder *c = b->pdata;
+
+    cols_free(c->cols);
+    free(c->values);
+    free(c);
     b->pdata = NULL;
 }
 
@@ -363,8 +384,9 @@ cpu_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
           unsigned int bits, enum gpu_index_encoding enc, unsigned int flags,
           struct gpu_index_bitmaps *out, struct gpu_index_build_times *t)
 {
+    struct cpu_builder *c = b->pdata;
     double t0 = gpu_index_now_ms();
-    int error = gpu_index_cpu_build(&b->pdata, values, n, bits, enc, out);
+    int error = gpu_index_cpu_build(&c->cols, values, n, bits, enc, out);
 
     if (t) {
         memset(t, 0, sizeof *t);
@@ -373,10 +395,64 @@ cpu_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
     return error;
 }
 
+static int
+cpu_load_records(struct gpu_index_builder *b,
+                 const struct gpu_index_record *recs, uint32_t n)
+{
+    struct cpu_builder *c = b->pdata;
+    size_t need = (size_t) CPU_ATTRS_PER_PASS * n;
+
+    if (need > c->values_cap) {
+        /* Kept for the next segment: a fresh 32 MB every time costs its
+         * page faults every time. */
+        uint32_t *v = realloc(c->values, need * sizeof *v);
+
+        if (!v) {
+            return GPU_ERR_NOMEM;
+        }
+        c->values = v;
+        c->values_cap = need;
+    }
+    c->recs = recs;
+    c->n_recs = n;
+    c->n_attrs = 0;
+    return GPU_OK;
+}
+
+static int
+cpu_build_attr(struct gpu_index_builder *b, int attr, uint32_t n,
+               enum gpu_index_encoding enc, struct gpu_index_bitmaps *out)
+{
+    struct cpu_builder *c = b->pdata;
+
+    if (!c->recs || n != c->n_recs) {
+        return GPU_ERR_INVALID;
+    }
+    if (attr < c->first_attr || attr >= c->first_attr + c->n_attrs) {
+        int k = GPU_INDEX_N_ATTRS - attr;
+
+        k = k < CPU_ATTRS_PER_PASS ? k : CPU_ATTRS_PER_PASS;
+        for (uint32_t i = 0; i < n; i++) {
+            for (int j = 0; j < k; j++) {
+                c->values[(size_t) j * n + i]
+                    = ix_attr_value(&c->recs[i], attr + j);
+            }
+        }
+        c->first_attr = attr;
+        c->n_attrs = k;
+    }
+    return gpu_index_cpu_build(&c->cols,
+                               c->values + (size_t) (attr - c->first_attr)
+                                           * n,
+                               n, gpu_index_attr_bits(attr), enc, out);
+}
+
 const struct gpu_index_provider gpu_index_cpu_provider = {
     .name = "cpu",
     .type = GPU_INDEX_BACKEND_CPU,
     .init = cpu_init,
     .uninit = cpu_uninit,
     .build = cpu_build,
+    .load_records = cpu_load_records,
+    .build_attr = cpu_build_attr,
 };

@@ -74,6 +74,11 @@ struct cuda_builder {
     cudaStream_t stream;        /* ...and its CUDA handle. */
     cudaEvent_t ev[4];
     uint32_t last_n;            /* Values resident on the device. */
+
+    /* A segment's records (load_records), allocated at the first: a
+     * builder of benchmarks' values never needs them. */
+    struct gpu_index_record *d_recs;
+    uint32_t recs_cap;
 };
 
 static struct cuda_builder *
@@ -107,6 +112,19 @@ init_kernel(const uint32_t *__restrict__ vals, uint32_t *__restrict__ rid,
         if (bits < 32 && (vals[i] >> bits)) {
             atomicOr(&num[1], 1u);
         }
+    }
+}
+
+/* One column of a segment's index from its records: what the host
+ * computes for the CPU builder (ix_attr_value()), one row a thread. */
+__global__ void
+attr_kernel(const struct gpu_index_record *__restrict__ recs, uint32_t n,
+            int attr, uint32_t *__restrict__ vals)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+
+    if (i < n) {
+        vals[i] = ix_attr_value(&recs[i], attr);
     }
 }
 
@@ -193,7 +211,7 @@ cuda_free_all(struct cuda_builder *c)
         c->d_vals, c->d_svals, c->d_rid, c->d_srid, c->d_key, c->d_ukey,
         c->d_lit, c->d_ulit, c->d_fill, c->d_len, c->d_pos, c->d_vkey,
         c->d_words, c->d_keys, c->d_counts, c->d_offsets, c->d_num,
-        c->d_temp,
+        c->d_temp, c->d_recs,
     };
 
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
@@ -314,31 +332,19 @@ blocks(uint32_t n)
     return (n + THREADS - 1) / THREADS;
 }
 
+/* Steps 1 (but the copy) to 8 of the build, from the values in d_vals:
+ * the rest of cuda_build(), and of cuda_build_attr() after its values
+ * came from the records.  'resident' leaves the result on the device. */
 static int
-cuda_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
-           unsigned int bits, enum gpu_index_encoding enc,
-           unsigned int flags, struct gpu_index_bitmaps *out,
-           struct gpu_index_build_times *t)
+build_from_device_values(struct cuda_builder *c, uint32_t n,
+                         unsigned int bits, enum gpu_index_encoding enc,
+                         bool resident, struct gpu_index_bitmaps *out)
 {
-    struct cuda_builder *c = cb(b);
     cudaStream_t s = c->stream;
-    bool resident = flags & GPU_INDEX_BUILD_RESIDENT;
-    double t0 = gpu_index_now_ms();
     size_t tb = c->temp_bytes;
     uint32_t k, n_keys, n_words;
-    int error;
+    int error = GPU_OK;
 
-    if (resident && n != c->last_n) {
-        return GPU_ERR_INVALID;
-    }
-    error = CK(cudaEventRecord(c->ev[0], s));
-    if (!error && !resident) {
-        error = CK(cudaMemcpyAsync(c->d_vals, values, n * sizeof *values,
-                                   cudaMemcpyHostToDevice, s));
-    }
-    if (!error) {
-        error = CK(cudaEventRecord(c->ev[1], s));
-    }
     if (!error) {
         error = CK(cudaMemsetAsync(c->d_num, 0, 4 * sizeof *c->d_num, s));
     }
@@ -466,6 +472,38 @@ cuda_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
     out->encoding = enc;
     out->n_keys = n_keys;
     out->n_words = n_words;
+    return GPU_OK;
+}
+
+static int
+cuda_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
+           unsigned int bits, enum gpu_index_encoding enc,
+           unsigned int flags, struct gpu_index_bitmaps *out,
+           struct gpu_index_build_times *t)
+{
+    struct cuda_builder *c = cb(b);
+    cudaStream_t s = c->stream;
+    bool resident = flags & GPU_INDEX_BUILD_RESIDENT;
+    double t0 = gpu_index_now_ms();
+    int error;
+
+    if (resident && n != c->last_n) {
+        return GPU_ERR_INVALID;
+    }
+    error = CK(cudaEventRecord(c->ev[0], s));
+    if (!error && !resident) {
+        error = CK(cudaMemcpyAsync(c->d_vals, values, n * sizeof *values,
+                                   cudaMemcpyHostToDevice, s));
+    }
+    if (!error) {
+        error = CK(cudaEventRecord(c->ev[1], s));
+    }
+    if (!error) {
+        error = build_from_device_values(c, n, bits, enc, resident, out);
+    }
+    if (error) {
+        return error;
+    }
     if (t) {
         float ms;
 
@@ -484,10 +522,57 @@ cuda_build(struct gpu_index_builder *b, const uint32_t *values, uint32_t n,
     return GPU_OK;
 }
 
+/* Copies a segment's records to the device, for cuda_build_attr(). */
+static int
+cuda_load_records(struct gpu_index_builder *b,
+                  const struct gpu_index_record *recs, uint32_t n)
+{
+    struct cuda_builder *c = cb(b);
+    int error;
+
+    if (n > c->recs_cap) {
+        if (c->d_recs) {
+            cudaFree(c->d_recs);
+            c->d_recs = NULL;
+            c->recs_cap = 0;
+        }
+        error = CK(cudaMalloc((void **) &c->d_recs, c->cap * sizeof *recs));
+        if (error) {
+            return GPU_ERR_DEVICE_NOMEM;
+        }
+        c->recs_cap = c->cap;
+    }
+    /* Synchronous: the caller may reuse 'recs' when this returns. */
+    error = CK(cudaMemcpyAsync(c->d_recs, recs, n * sizeof *recs,
+                               cudaMemcpyHostToDevice, c->stream));
+    return error ? error : CK(cudaStreamSynchronize(c->stream));
+}
+
+static int
+cuda_build_attr(struct gpu_index_builder *b, int attr, uint32_t n,
+                enum gpu_index_encoding enc, struct gpu_index_bitmaps *out)
+{
+    struct cuda_builder *c = cb(b);
+    int error;
+
+    if (!c->d_recs || n > c->recs_cap) {
+        return GPU_ERR_INVALID;
+    }
+    attr_kernel<<<blocks(n), THREADS, 0, c->stream>>>(c->d_recs, n, attr,
+                                                      c->d_vals);
+    error = CK(cudaGetLastError());
+    return error ? error : build_from_device_values(
+                               c, n, gpu_index_attr_bits(
+                                         (enum gpu_index_attr) attr),
+                               enc, false, out);
+}
+
 const struct gpu_index_provider gpu_index_cuda_provider = {
     "cuda",
     GPU_INDEX_BACKEND_CUDA,
     cuda_init,
     cuda_uninit,
     cuda_build,
+    cuda_load_records,
+    cuda_build_attr,
 };

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gpu_services/index/gpu-index.h"
+
 #ifdef __CUDACC__
 #define GPU_INDEX_HD static __host__ __device__ __forceinline__
 #else
@@ -83,6 +85,47 @@ GPU_INDEX_HD uint32_t
 ix_pair_len(uint32_t fill, uint32_t lit)
 {
     return (fill != 0) + (lit != 0);
+}
+
+/* The value of attribute 'a' (enum gpu_index_attr) of record 'r': what a
+ * column of a segment's index holds for the record's row.  The CUDA
+ * builder computes the columns from the records on the device, the CPU
+ * builder on the host; this is both. */
+GPU_INDEX_HD uint32_t
+ix_attr_value(const struct gpu_index_record *r, int a)
+{
+    bool l4 = r->parsed & GPU_INDEX_PARSED_L4;
+
+    switch (a) {
+    case GPU_INDEX_ATTR_TIME:
+        return r->ts_ns / 1000000000u;
+    case GPU_INDEX_ATTR_IN_PORT:
+        return r->in_port;
+    case GPU_INDEX_ATTR_VLAN:
+        return r->vlan == GPU_INDEX_NO_VLAN ? 4096 : r->vlan & 0xfff;
+    case GPU_INDEX_ATTR_IPVER:
+        return r->ip_version;
+    case GPU_INDEX_ATTR_PROTO:
+        return r->ip_version ? r->proto : 256;
+    case GPU_INDEX_ATTR_SPORT:
+        return l4 ? r->sport : 65536;
+    case GPU_INDEX_ATTR_DPORT:
+        return l4 ? r->dport : 65536;
+    case GPU_INDEX_ATTR_TCP_FLAGS:
+        return l4 && r->proto == 6 ? r->tcp_flags : 256;
+    default:
+        if (a >= GPU_INDEX_ATTR_SRC0 && a < GPU_INDEX_N_ATTRS) {
+            bool dst = a >= GPU_INDEX_ATTR_DST0;
+            unsigned int i = a - (dst ? GPU_INDEX_ATTR_DST0
+                                      : GPU_INDEX_ATTR_SRC0);
+            unsigned int n = r->ip_version == 4 ? 4
+                             : r->ip_version == 6 ? 16 : 0;
+
+            return i < n ? (dst ? r->dst : r->src)[i] : 256;
+        }
+        break;
+    }
+    return 0;
 }
 
 #endif /* index-inline.h */

@@ -30,6 +30,17 @@ struct gpu_index_provider {
                  uint32_t n, unsigned int bits, enum gpu_index_encoding,
                  unsigned int flags, struct gpu_index_bitmaps *out,
                  struct gpu_index_build_times *times);
+
+    /* Optional: a segment's indexes from its records, the columns
+     * computed where the builds run (ix_attr_value()).  'load_records'
+     * makes records [0, n) the source of the following 'build_attr'
+     * calls, which are as 'build' for column 'attr' of those records.
+     * Without them, the host computes each column and calls 'build'. */
+    int (*load_records)(struct gpu_index_builder *b,
+                        const struct gpu_index_record *recs, uint32_t n);
+    int (*build_attr)(struct gpu_index_builder *b, int attr, uint32_t n,
+                      enum gpu_index_encoding,
+                      struct gpu_index_bitmaps *out);
 };
 
 struct gpu_index_builder {

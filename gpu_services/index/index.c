@@ -656,40 +656,7 @@ gpu_index_attr_bits(enum gpu_index_attr a)
 uint32_t
 gpu_index_attr_value(const struct gpu_index_record *r, enum gpu_index_attr a)
 {
-    bool l4 = r->parsed & GPU_INDEX_PARSED_L4;
-
-    switch (a) {
-    case GPU_INDEX_ATTR_TIME:
-        return r->ts_ns / 1000000000u;
-    case GPU_INDEX_ATTR_IN_PORT:
-        return r->in_port;
-    case GPU_INDEX_ATTR_VLAN:
-        return r->vlan == GPU_INDEX_NO_VLAN ? 4096 : r->vlan & 0xfff;
-    case GPU_INDEX_ATTR_IPVER:
-        return r->ip_version;
-    case GPU_INDEX_ATTR_PROTO:
-        return r->ip_version ? r->proto : 256;
-    case GPU_INDEX_ATTR_SPORT:
-        return l4 ? r->sport : 65536;
-    case GPU_INDEX_ATTR_DPORT:
-        return l4 ? r->dport : 65536;
-    case GPU_INDEX_ATTR_TCP_FLAGS:
-        return l4 && r->proto == 6 ? r->tcp_flags : 256;
-    case GPU_INDEX_N_ATTRS:
-        break;
-    default:
-        if (a >= GPU_INDEX_ATTR_SRC0 && a < GPU_INDEX_N_ATTRS) {
-            bool dst = a >= GPU_INDEX_ATTR_DST0;
-            unsigned int i = a - (dst ? GPU_INDEX_ATTR_DST0
-                                      : GPU_INDEX_ATTR_SRC0);
-            unsigned int n = r->ip_version == 4 ? 4
-                             : r->ip_version == 6 ? 16 : 0;
-
-            return i < n ? (dst ? r->dst : r->src)[i] : 256;
-        }
-        break;
-    }
-    return 0;
+    return ix_attr_value(r, a);
 }
 
 void
@@ -716,12 +683,6 @@ gpu_index_segment_index_free(struct gpu_index_segment_index *s)
     s->values_cap = 0;
 }
 
-/* Attributes whose values one pass over the records extracts.  The
- * records (72 bytes each, ~75 MB for a segment of a million) do not fit
- * in any cache: one pass per attribute read them 40 times and took a
- * third of the CPU build's time. */
-#define ATTRS_PER_PASS 8
-
 /* One builder's share of a segment: attributes [first, end). */
 struct attr_range {
     struct gpu_index_builder *b;
@@ -729,34 +690,58 @@ struct attr_range {
     uint32_t n;
     enum gpu_index_encoding enc;
     struct gpu_index_segment_index *seg;
-    uint32_t *values;           /* ATTRS_PER_PASS x n. */
+    uint32_t *values;           /* n, for a column built on the CPU. */
     int first, end;
     int error;
 };
 
+/* Builds column 'a' of 'ar->seg' on the host, for a column whose device
+ * build failed, and counts it as gpu_index_build() counts its
+ * fallbacks. */
+static int
+build_attr_on_cpu(const struct attr_range *ar, int a)
+{
+    for (uint32_t i = 0; i < ar->n; i++) {
+        ar->values[i] = ix_attr_value(&ar->recs[i], a);
+    }
+    __atomic_add_fetch(&ar->b->n_fallbacks, 1, __ATOMIC_RELAXED);
+    return gpu_index_cpu_build(NULL, ar->values, ar->n,
+                               gpu_index_attr_bits(a), ar->enc,
+                               &ar->seg->attrs[a]);
+}
+
+/* Builds a share of a segment's columns from its records, where the
+ * builder runs: the CUDA builder has the records cross PCIe once, 72
+ * bytes a row, instead of 40 columns of 4 bytes a row that a host core
+ * computed walking them.  A column the device fails (or all of them, if
+ * the records could not be loaded) is built on the CPU and counted. */
 static void *
 build_range(void *ar_)
 {
     struct attr_range *ar = ar_;
-    uint32_t n = ar->n;
+    struct gpu_index_builder *b = ar->b;
+    int error = b->prov->load_records(b, ar->recs, ar->n);
+    bool loaded = !error;
 
-    ar->error = GPU_OK;
-    for (int a = ar->first; a < ar->end && !ar->error; a += ATTRS_PER_PASS) {
-        int k = ar->end - a < ATTRS_PER_PASS ? ar->end - a : ATTRS_PER_PASS;
-
-        for (uint32_t i = 0; i < n; i++) {
-            for (int j = 0; j < k; j++) {
-                ar->values[(size_t) j * n + i]
-                    = gpu_index_attr_value(&ar->recs[i], a + j);
-            }
+    if (error && error != GPU_ERR_DEVICE && error != GPU_ERR_DEVICE_NOMEM) {
+        ar->error = error;
+        return NULL;
+    }
+    for (int a = ar->first; a < ar->end; a++) {
+        error = loaded ? take_fault(b) : GPU_ERR_DEVICE;
+        if (!error) {
+            error = b->prov->build_attr(b, a, ar->n, ar->enc,
+                                        &ar->seg->attrs[a]);
         }
-        for (int j = 0; j < k && !ar->error; j++) {
-            ar->error = gpu_index_build(ar->b, ar->values + (size_t) j * n,
-                                        n, gpu_index_attr_bits(a + j),
-                                        ar->enc, 0, &ar->seg->attrs[a + j],
-                                        NULL);
+        if (error == GPU_ERR_DEVICE || error == GPU_ERR_DEVICE_NOMEM) {
+            error = build_attr_on_cpu(ar, a);
+        }
+        if (error) {
+            ar->error = error;
+            return NULL;
         }
     }
+    ar->error = GPU_OK;
     return NULL;
 }
 
@@ -778,29 +763,40 @@ gpu_index_segment_index_build_n(struct gpu_index_builder **b,
 {
     struct attr_range ranges[GPU_INDEX_N_ATTRS];
     pthread_t threads[GPU_INDEX_N_ATTRS];
-    size_t per = (size_t) ATTRS_PER_PASS * (n ? n : 1);
     int nb = n_builders < 1 ? 1
              : n_builders > GPU_INDEX_N_ATTRS ? GPU_INDEX_N_ATTRS
              : n_builders;
     int error = GPU_OK;
 
-    if (seg->values_cap < per * nb) {
-        /* Kept for the next segment: a fresh 32 MB every time costs
-         * its page faults every time. */
-        uint32_t *v = realloc(seg->values, per * nb * sizeof *v);
+    for (int t = 0; t < nb; t++) {
+        if (n > b[t]->max_rows) {
+            return GPU_ERR_INVALID;
+        }
+    }
+    seg->n_rows = n;
+    seg->encoding = enc;
+    if (!n) {
+        for (int a = 0; a < GPU_INDEX_N_ATTRS && !error; a++) {
+            error = gpu_index_build(b[0], NULL, 0, gpu_index_attr_bits(a),
+                                    enc, 0, &seg->attrs[a], NULL);
+        }
+        return error;
+    }
+    if (seg->values_cap < (size_t) n * nb) {
+        /* Kept for the next segment: a fresh buffer every time costs its
+         * page faults every time. */
+        uint32_t *v = realloc(seg->values, (size_t) n * nb * sizeof *v);
 
         if (!v) {
             return GPU_ERR_NOMEM;
         }
         seg->values = v;
-        seg->values_cap = per * nb;
+        seg->values_cap = (size_t) n * nb;
     }
-    seg->n_rows = n;
-    seg->encoding = enc;
     for (int t = 0; t < nb; t++) {
         ranges[t] = (struct attr_range) {
             .b = b[t], .recs = recs, .n = n, .enc = enc, .seg = seg,
-            .values = seg->values + per * t,
+            .values = seg->values + (size_t) n * t,
             .first = t * GPU_INDEX_N_ATTRS / nb,
             .end = (t + 1) * GPU_INDEX_N_ATTRS / nb,
         };
