@@ -64,7 +64,7 @@ build() {
              gpu_services/index/query.c gpu_services/index/store.c \
              gpu_runtime/gpu-runtime.c tests/test-index.c \
              tests/test-common.c \
-             bench/index-bench.c; do
+             bench/index-bench.c bench/recorder-bench.c; do
         gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o"
     done
     LIBS="$B/index.o $B/index-cpu.o $B/query.o $B/store.o \
@@ -73,6 +73,8 @@ build() {
         $LIBS $LIBDIRS \
         -lcmocka -lpcap -lroaring -lcudart -lpthread -lstdc++
     gcc -o "$B/index-bench" "$B/index-bench.o" $LIBS $LIBDIRS \
+        -lpcap -lroaring -lcudart -lpthread -lstdc++
+    gcc -o "$B/recorder-bench" "$B/recorder-bench.o" $LIBS $LIBDIRS \
         -lpcap -lroaring -lcudart -lpthread -lstdc++
     set +e
 }
@@ -109,6 +111,21 @@ for step in $steps; do
         timeout 240 $cmd > "$OUT/bench.log" 2>&1
         log "index-bench exit $?"
         cat "$OUT/bench.log"
+        ;;
+    recorder|all)
+        # The indexer alone on one segment of a million records (fsync,
+        # 40 index builds, index file) on each builder, then the
+        # recorder kept full for 4 s: records per second kept.
+        for be in cuda cpu; do
+            cmd="$B/recorder-bench --dir /tmp/rb-$be --backend $be \
+ --drain 1000000 --segment 2000000 --ring 1048576"
+            log "recorder-bench --backend $be --drain 1000000"
+            timeout 120 $cmd 2>&1 | tee -a "$OUT/recorder.log" | tail -3
+            cmd="$B/recorder-bench --dir /tmp/rb-$be --backend $be \
+ --seconds 4"
+            log "recorder-bench --backend $be --seconds 4 (ring always full)"
+            timeout 120 $cmd 2>&1 | tee -a "$OUT/recorder.log" | tail -6
+        done
         ;;
     esac
 done
