@@ -160,7 +160,7 @@ path_climbs(const char *path)
 
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]
  * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]
- * [,index_threads=N]" into 'cfg'
+ * [,index_threads=N][,ring=N]" into 'cfg'
  * (whose 'dir', 'base'/DIR, points to '*dirp', malloc()'d).  Returns NULL
  * or a malloc()'d error. */
 static char *
@@ -215,11 +215,16 @@ index_parse_config(const char *value, const char *base,
             } else if (!strcmp(item, "index_threads")) {
                 ok = ok && v >= 1 && v <= 16;
                 cfg->index_threads = v;
+            } else if (!strcmp(item, "ring")) {
+                /* Slots of the staging ring: milliseconds of traffic
+                 * that wait for the writer. */
+                ok = ok && v >= 1024 && v <= (1u << 24);
+                cfg->ring_slots = v;
             } else {
                 error = xasprintf("unknown option \"%s\" (known: segment, "
                                   "segment_seconds, retention, "
                                   "retention_seconds, snaplen, encoding, "
-                                  "index_threads)", item);
+                                  "index_threads, ring)", item);
                 goto out;
             }
         }

@@ -60,6 +60,9 @@
 # machine the no-service rate itself moves by up to 40% from one run to
 # the next, so a ratio is worth as much as its neighbours agree.
 #
+# BENCH_INDEX_STORE in the environment: the index store's settings
+# (default "bench"), e.g. "bench,ring=8192,snaplen=128".
+#
 # BENCH_SAMPLES=N in the environment: after each service row's rate, N
 # stack samples of its PMD threads (scripts/pmd-stack-sample.sh: gdb or
 # cuda-gdb, for machines without perf) into OUT.samples.
@@ -333,7 +336,7 @@ for service in $SERVICES; do
             cpu) device=cpu ;;
         esac
         rm -rf "$RUN/gpu-index"
-        settings="gpu-device=$device gpu-index-store-bench=bench"
+        settings="gpu-device=$device gpu-index-store-bench=${BENCH_INDEX_STORE:-bench}"
         case $service in
             ids-*) settings="$settings
                 gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial" ;;
