@@ -415,6 +415,8 @@ main(int argc, char *argv[])
            writer_ns / 1e9, p.elapsed,
            recorded_at_end ? (double) writer_ns / recorded_at_end : 0.0,
            waited_ns / 1e9, waits);
+    printf("  writer waited %.3f s for the disk (%"PRIu64" times)\n",
+           rs.disk_wait_ns / 1e9, rs.disk_waits);
     printf("RESULT kept_mrps=%.3f submitted_mpps=%.3f kept_pct=%.1f "
            "writer_ns_per_rec=%.0f writer_busy=%.2f "
            "writer_wait_s=%.3f\n",

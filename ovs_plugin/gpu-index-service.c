@@ -804,6 +804,8 @@ index_format_store(struct ds *s, struct index_store *st)
     ds_put_format(s, "  writer waited for the indexer: %.3f s (%"PRIu64
                   " segment ends)\n", rs.writer_wait_ns / 1e9,
                   rs.writer_waits);
+    ds_put_format(s, "  writer waited for the disk: %.3f s (%"PRIu64
+                  " times)\n", rs.disk_wait_ns / 1e9, rs.disk_waits);
     ds_put_format(s, "  indexer: %.3f s building, %.3f s syncing pcap "
                   "files, %.3f s writing index files\n", rs.build_ns / 1e9,
                   rs.sync_ns / 1e9, rs.index_write_ns / 1e9);

@@ -745,16 +745,37 @@ struct seg_recs {
     uint64_t first_ts;
     uint64_t pcap_off;          /* Bytes of pcap, buffered ones included. */
     uint64_t pcap_flushed;      /* Bytes of pcap handed to the kernel. */
+    bool busy;                  /* Closed, not yet indexed (under mutex). */
     time_t opened;
 };
 
 /* The writer's output buffers.  A write() per megabyte rather than stdio
  * calls per record: at 3 Mpps a record has ~330 ns, and a syscall (an
  * lseek() for every ftell() of the offset, as libpcap's dumper did) costs
- * more than the rest of its work.  A crash loses at most the buffer, as
- * it lost stdio's before, and recovery cuts off the torn record. */
+ * more than the rest of its work.  A crash loses at most the buffers not
+ * yet written, as it lost stdio's before, and recovery cuts off the torn
+ * record.
+ *
+ * The writes themselves are the I/O thread's: a write() or the kernel's
+ * writeback can hold its caller for milliseconds when the disk is busy,
+ * and the writer must not stop for that long, since the staging ring
+ * holds about a millisecond of traffic (it is small so that it stays in
+ * the cores' caches: the PMD's copy into a 16 MB ring cost it more than
+ * the rest of gpu_index() did).  IO_BUFS buffers, ~16 MB, absorb the
+ * disk's stalls instead. */
 #define WRITER_PCAP_BUF (1u << 20)
 #define WRITER_PORTS_BUF 16384
+#define IO_BUFS 16
+
+/* A buffer of a segment's bytes on its way to the disk. */
+struct io_buf {
+    struct seg_recs *seg;       /* Whose files. */
+    uint8_t *pcap;              /* WRITER_PCAP_BUF bytes. */
+    size_t pcap_len;
+    uint32_t *ports;            /* WRITER_PORTS_BUF entries. */
+    size_t ports_n;
+    bool close;                 /* The segment's last: then index it. */
+};
 
 #define MAX_INDEX_THREADS 16
 
@@ -809,14 +830,21 @@ struct gpu_index_recorder {
     uint64_t seq;               /* The last segment number used. */
     struct seg_recs bufs[2];
     struct seg_recs *cur;       /* One of 'bufs'. */
-    uint8_t *pcap_buf;
-    size_t pcap_buf_len;
-    uint32_t *ports_buf;
-    size_t ports_buf_n;
+    struct io_buf *wb;          /* The writer's buffer, being filled. */
 
-    /* Indexer, under 'mutex'. */
+    /* I/O thread and indexer, under 'mutex'.  Buffers go from the writer
+     * to the I/O thread through 'io_queue' (positions io_head to
+     * io_tail, the one at io_head being written), and back through
+     * 'io_free'; a segment's last buffer hands it on to the indexer. */
+    struct io_buf io_bufs[IO_BUFS];
+    struct io_buf *io_queue[IO_BUFS];
+    size_t io_head, io_tail;
+    struct io_buf *io_free[IO_BUFS];
+    size_t n_io_free;
+    pthread_t io_thread;
+    bool io_stop;
     pthread_t indexer;
-    pthread_cond_t idx_cond;    /* 'closing' changed, or 'idx_stop'. */
+    pthread_cond_t idx_cond;    /* Any change of the above or below. */
     struct seg_recs *closing;   /* The indexer's, until it is done. */
     int index_error;            /* The last segment's. */
     bool idx_stop;
@@ -824,6 +852,7 @@ struct gpu_index_recorder {
     /* Counters (atomic); 'submitted', 'dropped' and 'recorded' are
      * above. */
     uint64_t writer_waits, writer_wait_ns;
+    uint64_t disk_waits, disk_wait_ns;
     uint64_t sync_ns, index_write_ns;
     uint64_t segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
@@ -848,7 +877,12 @@ gpu_index_recorder_config_init(struct gpu_index_recorder_config *cfg)
     cfg->encoding = GPU_INDEX_PLWAH;
     cfg->snaplen = 256;
     cfg->segment_packets = 1u << 20;
-    cfg->ring_slots = 65536;
+    /* 1 MB of frames at the default snaplen: small enough to stay in a
+     * core's L2 cache, where the PMD's copy costs it ~1 us a batch of 32
+     * instead of ~1.5-2.5 us for 16 MB (65536 slots) in the switch on
+     * the H100 machine; the writer drains it at several M records/s and
+     * waits for neither the disk nor the indexer (io_buf). */
+    cfg->ring_slots = 4096;
 }
 
 static void
@@ -1061,37 +1095,115 @@ write_all(int fd, const void *buf, size_t n, const char *what)
     }
 }
 
-/* Hands the buffered pcap bytes of the open segment to the kernel, and
- * has it start writing them to disk: at the segment's end the indexer's
- * fsync() then waits for the last few megabytes, not for the whole
- * segment (~175 MB for a million Internet-mix records), while the writer
- * has gone on with the next segment. */
+/* Hands the writer's buffer, with the records of segment r->cur in it,
+ * to the I/O thread ('close': the segment's last, after which the I/O
+ * thread hands the segment to the indexer), and takes an empty one,
+ * waiting if the disk is behind by all of them. */
 static void
-write_pcap(struct gpu_index_recorder *r)
+submit_io(struct gpu_index_recorder *r, bool close)
 {
-    struct seg_recs *s = r->cur;
+    struct io_buf *b = r->wb;
 
-    write_all(s->pcap_fd, r->pcap_buf, r->pcap_buf_len, "pcap");
-#ifdef SYNC_FILE_RANGE_WRITE
-    sync_file_range(s->pcap_fd, s->pcap_flushed, r->pcap_buf_len,
-                    SYNC_FILE_RANGE_WRITE);
-#endif
-    s->pcap_flushed += r->pcap_buf_len;
-    r->pcap_buf_len = 0;
+    b->seg = r->cur;
+    b->close = close;
+    pthread_mutex_lock(&r->mutex);
+    if (close) {
+        r->cur->busy = true;
+    }
+    r->io_queue[r->io_tail++ % IO_BUFS] = b;
+    pthread_cond_broadcast(&r->idx_cond);
+    if (!r->n_io_free) {
+        double t0 = gpu_index_now_ms();
+
+        while (!r->n_io_free) {
+            pthread_cond_wait(&r->idx_cond, &r->mutex);
+        }
+        add(&r->disk_waits, 1);
+        add(&r->disk_wait_ns, (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
+    }
+    r->wb = r->io_free[--r->n_io_free];
+    pthread_mutex_unlock(&r->mutex);
+    r->wb->pcap_len = 0;
+    r->wb->ports_n = 0;
 }
 
-/* Hands the buffered records of the open segment to the kernel. */
+/* Hands the buffered records of the open segment to the kernel (through
+ * the I/O thread). */
 static void
 write_out(struct gpu_index_recorder *r)
 {
-    if (r->pcap_buf_len) {
-        write_pcap(r);
+    if (r->wb->pcap_len || r->wb->ports_n) {
+        submit_io(r, false);
     }
-    if (r->ports_buf_n) {
-        write_all(r->cur->ports_fd, r->ports_buf,
-                  r->ports_buf_n * sizeof *r->ports_buf, "ports");
-        r->ports_buf_n = 0;
+}
+
+/* Writes buffer 'b' to its segment's files, and has the kernel start
+ * writing them to disk: at the segment's end the indexer's fsync() then
+ * waits for the last few megabytes, not for the whole segment (~175 MB
+ * for a million Internet-mix records). */
+static void
+io_write(struct io_buf *b)
+{
+    struct seg_recs *s = b->seg;
+
+    if (b->pcap_len) {
+        write_all(s->pcap_fd, b->pcap, b->pcap_len, "pcap");
+#ifdef SYNC_FILE_RANGE_WRITE
+        sync_file_range(s->pcap_fd, s->pcap_flushed, b->pcap_len,
+                        SYNC_FILE_RANGE_WRITE);
+#endif
+        s->pcap_flushed += b->pcap_len;
     }
+    if (b->ports_n) {
+        write_all(s->ports_fd, b->ports, b->ports_n * sizeof *b->ports,
+                  "ports");
+    }
+}
+
+static void *
+io_thread(void *r_)
+{
+    struct gpu_index_recorder *r = r_;
+
+    pthread_setname_np(pthread_self(), "gidx-io");
+    pthread_mutex_lock(&r->mutex);
+    for (;;) {
+        while (r->io_head == r->io_tail && !r->io_stop) {
+            pthread_cond_wait(&r->idx_cond, &r->mutex);
+        }
+        if (r->io_head == r->io_tail) {
+            break;
+        }
+        struct io_buf *b = r->io_queue[r->io_head % IO_BUFS];
+
+        pthread_mutex_unlock(&r->mutex);
+        io_write(b);
+        pthread_mutex_lock(&r->mutex);
+        if (b->close) {
+            /* The segment's bytes are all written: the indexer's, once
+             * it is done with the previous one. */
+            while (r->closing) {
+                pthread_cond_wait(&r->idx_cond, &r->mutex);
+            }
+            r->closing = b->seg;
+        }
+        r->io_head++;
+        r->io_free[r->n_io_free++] = b;
+        pthread_cond_broadcast(&r->idx_cond);
+    }
+    pthread_mutex_unlock(&r->mutex);
+    return NULL;
+}
+
+/* Stops the I/O thread, once it has written what it was given. */
+static void
+stop_io(struct gpu_index_recorder *r)
+{
+    pthread_mutex_lock(&r->mutex);
+    r->io_stop = true;
+    pthread_cond_broadcast(&r->idx_cond);
+    pthread_mutex_unlock(&r->mutex);
+    pthread_join(r->io_thread, NULL);
 }
 
 /* The indexer's part of closing segment 's': the pcap is complete and on
@@ -1162,6 +1274,7 @@ indexer(void *r_)
         int error = index_segment(r, s);
         pthread_mutex_lock(&r->mutex);
         r->index_error = error;
+        s->busy = false;
         r->closing = NULL;
         pthread_cond_broadcast(&r->idx_cond);
     }
@@ -1180,45 +1293,45 @@ stop_indexer(struct gpu_index_recorder *r)
     pthread_join(r->indexer, NULL);
 }
 
-/* Closes the open segment, if any: writes out its buffers and hands it to
- * the indexer, waiting only if the indexer still has the previous one
- * (then the indexer is the bound, and the ring fills meanwhile).  Returns
- * true if there was a segment. */
+/* Closes the open segment, if any: hands its last bytes to the I/O
+ * thread, which hands the segment to the indexer once they are written,
+ * and goes on with the other segment buffer, waiting only if that one is
+ * still being indexed (then the indexer is the bound, and the ring fills
+ * meanwhile).  Returns true if there was a segment. */
 static bool
 close_segment(struct gpu_index_recorder *r)
 {
     struct seg_recs *s = r->cur;
+    struct seg_recs *next = s == &r->bufs[0] ? &r->bufs[1] : &r->bufs[0];
 
     if (s->pcap_fd < 0) {
         return false;
     }
-    write_out(r);
+    submit_io(r, true);
     pthread_mutex_lock(&r->mutex);
-    if (r->closing) {
+    if (next->busy) {
         double t0 = gpu_index_now_ms();
 
-        while (r->closing) {
+        while (next->busy) {
             pthread_cond_wait(&r->idx_cond, &r->mutex);
         }
         add(&r->writer_waits, 1);
         add(&r->writer_wait_ns,
             (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
     }
-    r->closing = s;
-    r->cur = s == &r->bufs[0] ? &r->bufs[1] : &r->bufs[0];
-    pthread_cond_broadcast(&r->idx_cond);
+    r->cur = next;
     pthread_mutex_unlock(&r->mutex);
     return true;
 }
 
-/* Waits until the indexer has written every segment handed to it. */
+/* Waits until every segment closed so far is written and indexed. */
 static int
 wait_indexer(struct gpu_index_recorder *r)
 {
     int error;
 
     pthread_mutex_lock(&r->mutex);
-    while (r->closing) {
+    while (r->io_head != r->io_tail || r->closing) {
         pthread_cond_wait(&r->idx_cond, &r->mutex);
     }
     error = r->index_error;
@@ -1261,8 +1374,8 @@ open_segment(struct gpu_index_recorder *r, uint64_t ts_ns)
         s->pcap_fd = -1;
         return GPU_ERR_INVALID;
     }
-    memcpy(r->pcap_buf, gh, sizeof gh);
-    r->pcap_buf_len = sizeof gh;
+    memcpy(r->wb->pcap + r->wb->pcap_len, gh, sizeof gh);
+    r->wb->pcap_len += sizeof gh;
     s->seq = r->seq;
     s->pcap_off = sizeof gh;
     s->pcap_flushed = 0;
@@ -1312,8 +1425,9 @@ record_one(struct gpu_index_recorder *r, const struct slot *sl,
         add(&r->dropped, 1);
         return false;
     }
-    if (r->pcap_buf_len + sizeof h + sl->caplen > WRITER_PCAP_BUF) {
-        write_pcap(r);
+    if (r->wb->pcap_len + sizeof h + sl->caplen > WRITER_PCAP_BUF
+        || r->wb->ports_n == WRITER_PORTS_BUF) {
+        submit_io(r, false);
     }
     rec = &s->recs[s->n_recs];
     gpu_index_record_from_frame(rec, data, sl->caplen, sl->len, sl->ts_ns,
@@ -1327,17 +1441,12 @@ record_one(struct gpu_index_recorder *r, const struct slot *sl,
     h[1] = sl->ts_ns % 1000000000u;
     h[2] = sl->caplen;
     h[3] = sl->len;
-    memcpy(r->pcap_buf + r->pcap_buf_len, h, sizeof h);
-    memcpy(r->pcap_buf + r->pcap_buf_len + sizeof h, data, sl->caplen);
-    r->pcap_buf_len += sizeof h + sl->caplen;
+    memcpy(r->wb->pcap + r->wb->pcap_len, h, sizeof h);
+    memcpy(r->wb->pcap + r->wb->pcap_len + sizeof h, data, sl->caplen);
+    r->wb->pcap_len += sizeof h + sl->caplen;
     s->pcap_off += sizeof h + sl->caplen;
 
-    r->ports_buf[r->ports_buf_n++] = sl->in_port;
-    if (r->ports_buf_n == WRITER_PORTS_BUF) {
-        write_all(s->ports_fd, r->ports_buf, sizeof *r->ports_buf
-                  * WRITER_PORTS_BUF, "ports");
-        r->ports_buf_n = 0;
-    }
+    r->wb->ports[r->wb->ports_n++] = sl->in_port;
     if (s->n_recs >= r->cfg.segment_packets) {
         close_segment(r);
     }
@@ -1404,6 +1513,7 @@ worker(void *r_)
             usleep(1000);
         }
     }
+    unsigned int idle_polls = 0;
     for (;;) {
         struct slot *slots = r->slots;
         const uint8_t *data = r->data;
@@ -1434,6 +1544,7 @@ worker(void *r_)
             add(&r->recorded, kept);
         }
         if (got) {
+            idle_polls = 0;
             continue;
         }
         if (r->cur->pcap_fd >= 0) {
@@ -1472,7 +1583,10 @@ worker(void *r_)
                > (time_t) r->cfg.segment_seconds) {
             close_segment(r);
         }
-        usleep(200);
+        /* While traffic flows, the ring (a millisecond of it) is looked
+         * at again soon; once it has been idle for a while, less
+         * often. */
+        usleep(++idle_polls < 50 ? 20 : 200);
     }
 }
 
@@ -1794,14 +1908,23 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
                              ROUND_UP(slots * sizeof *r->slots, CACHE_LINE));
     r->data = aligned_alloc(CACHE_LINE,
                             ROUND_UP(slots * cfg->snaplen, CACHE_LINE));
-    r->pcap_buf = malloc(WRITER_PCAP_BUF);
-    r->ports_buf = malloc(WRITER_PORTS_BUF * sizeof *r->ports_buf);
+    bool io_bufs_ok = true;
+    for (int i = 0; i < IO_BUFS; i++) {
+        struct io_buf *b = &r->io_bufs[i];
+
+        b->pcap = malloc(WRITER_PCAP_BUF);
+        b->ports = malloc(WRITER_PORTS_BUF * sizeof *b->ports);
+        io_bufs_ok = io_bufs_ok && b->pcap && b->ports;
+        if (i) {
+            r->io_free[r->n_io_free++] = b;
+        }
+    }
+    r->wb = &r->io_bufs[0];
     for (int i = 0; i < 2; i++) {
         r->bufs[i].pcap_fd = r->bufs[i].ports_fd = -1;
     }
     r->cur = &r->bufs[0];
-    if (!r->dir || !r->slots || !r->data || !r->pcap_buf
-        || !r->ports_buf) {
+    if (!r->dir || !r->slots || !r->data || !io_bufs_ok) {
         error = GPU_ERR_NOMEM;
         goto fail;
     }
@@ -1851,9 +1974,18 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         gpu_index_segment_index_free(&r->seg);
         goto fail;
     }
+    if (pthread_create(&r->io_thread, NULL, io_thread, r)) {
+        set_err(err, err_size, "cannot start the I/O thread");
+        error = GPU_ERR_NOMEM;
+        stop_indexer(r);
+        destroy_builders(r);
+        gpu_index_segment_index_free(&r->seg);
+        goto fail;
+    }
     if (pthread_create(&r->thread, NULL, worker, r)) {
         set_err(err, err_size, "cannot start the worker thread");
         error = GPU_ERR_NOMEM;
+        stop_io(r);
         stop_indexer(r);
         destroy_builders(r);
         gpu_index_segment_index_free(&r->seg);
@@ -1868,8 +2000,10 @@ fail:
         free(r->bufs[i].recs);
         free(r->bufs[i].offs);
     }
-    free(r->pcap_buf);
-    free(r->ports_buf);
+    for (int i = 0; i < IO_BUFS; i++) {
+        free(r->io_bufs[i].pcap);
+        free(r->io_bufs[i].ports);
+    }
     free(r->recovery_log);
     free(r->dir);
     free(r->slots);
@@ -1909,6 +2043,7 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     gpu_index_recorder_flush(r);
     atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
+    stop_io(r);
     stop_indexer(r);
     destroy_builders(r);
     gpu_index_segment_index_free(&r->seg);
@@ -1919,8 +2054,10 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
         free(r->bufs[i].recs);
         free(r->bufs[i].offs);
     }
-    free(r->pcap_buf);
-    free(r->ports_buf);
+    for (int i = 0; i < IO_BUFS; i++) {
+        free(r->io_bufs[i].pcap);
+        free(r->io_bufs[i].ports);
+    }
     free(r->slots);
     free(r->data);
     free(r->dir);
@@ -1965,6 +2102,8 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->writer_waits = __atomic_load_n(&r->writer_waits, __ATOMIC_RELAXED);
     s->writer_wait_ns = __atomic_load_n(&r->writer_wait_ns,
                                         __ATOMIC_RELAXED);
+    s->disk_waits = __atomic_load_n(&r->disk_waits, __ATOMIC_RELAXED);
+    s->disk_wait_ns = __atomic_load_n(&r->disk_wait_ns, __ATOMIC_RELAXED);
     s->sync_ns = __atomic_load_n(&r->sync_ns, __ATOMIC_RELAXED);
     s->index_write_ns = __atomic_load_n(&r->index_write_ns,
                                         __ATOMIC_RELAXED);
