@@ -330,7 +330,7 @@ struct gpu_index_recorder_config {
     uint32_t segment_seconds;   /* ...or this many seconds (0: never). */
     uint64_t retention_bytes;   /* Delete oldest beyond this (0: keep). */
     uint32_t retention_seconds; /* ...or older than this (0: keep). */
-    uint32_t ring_slots;        /* Staging ring (default 4096). */
+    uint32_t ring_slots;        /* Staging ring (default 65536). */
     /* Threads building a segment's indexes (0: 2 on the CPU backend, 1
      * on CUDA, whose one builder owns the device buffers). */
     uint32_t index_threads;
@@ -412,7 +412,7 @@ struct gpu_index_recorder_stats {
      * index file (CRC, write, fsync, rename). */
     uint64_t sync_ns, index_write_ns;
     /* Times, and nanoseconds in all, the writer waited for the I/O
-     * thread to give back a buffer (the disk behind by ~16 MB). */
+     * thread to give back a buffer (the disk behind by ~64 MB). */
     uint64_t disk_waits, disk_wait_ns;
     char backend[96];
 };

@@ -757,15 +757,14 @@ struct seg_recs {
  * record.
  *
  * The writes themselves are the I/O thread's: a write() or the kernel's
- * writeback can hold its caller for milliseconds when the disk is busy,
- * and the writer must not stop for that long, since the staging ring
- * holds about a millisecond of traffic (it is small so that it stays in
- * the cores' caches: the PMD's copy into a 16 MB ring cost it more than
- * the rest of gpu_index() did).  IO_BUFS buffers, ~16 MB, absorb the
- * disk's stalls instead. */
+ * writeback can hold its caller for milliseconds when the disk is busy
+ * (5 ms at a time, ~0.1-0.6 s in 4 s at ~500 MB/s, on the H100
+ * machine), and the writer must not stop for that long, since the
+ * staging ring holds milliseconds of traffic.  IO_BUFS buffers, 64 MB,
+ * absorb the disk's stalls instead. */
 #define WRITER_PCAP_BUF (1u << 20)
 #define WRITER_PORTS_BUF 16384
-#define IO_BUFS 16
+#define IO_BUFS 64
 
 /* A buffer of a segment's bytes on its way to the disk. */
 struct io_buf {
@@ -877,12 +876,13 @@ gpu_index_recorder_config_init(struct gpu_index_recorder_config *cfg)
     cfg->encoding = GPU_INDEX_PLWAH;
     cfg->snaplen = 256;
     cfg->segment_packets = 1u << 20;
-    /* 1 MB of frames at the default snaplen: small enough to stay in a
-     * core's L2 cache, where the PMD's copy costs it ~1 us a batch of 32
-     * instead of ~1.5-2.5 us for 16 MB (65536 slots) in the switch on
-     * the H100 machine; the writer drains it at several M records/s and
-     * waits for neither the disk nor the indexer (io_buf). */
-    cfg->ring_slots = 4096;
+    /* 16 MB of frames at the default snaplen: ~20 ms of traffic at 3
+     * Mpps, for a writer whose core the host takes away for a while.  A
+     * ring of 4096 slots (1 MB, which stays in the cores' caches) costs
+     * the PMD ~0.4 us less a batch of 32 in the switch on the H100
+     * machine, but lost records there whenever the writer stalled more
+     * than ~1.5 ms (docs/INDEX-NOTES.md). */
+    cfg->ring_slots = 65536;
 }
 
 static void
