@@ -65,7 +65,9 @@
 #
 # BENCH_SAMPLES=N in the environment: after each service row's rate, N
 # stack samples of its PMD threads (scripts/pmd-stack-sample.sh: gdb or
-# cuda-gdb, for machines without perf) into OUT.samples.
+# cuda-gdb, for machines without perf) into OUT.samples.  cuda-gdb,
+# attached to a switch using the CUDA backend, stopped it after 11
+# samples on the H100 machine (2026-11-27): use gdb where there is one.
 #
 # Rates: "in" is what the PMDs received, "out" what p1 sent, both per
 # second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
