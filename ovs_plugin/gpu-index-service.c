@@ -77,6 +77,7 @@ struct index_store {
     struct gpu_index_recorder *recorder;
     struct ovs_refcount ref;    /* The map's, and a running query's. */
     atomic_uint64_t logged_fallbacks;   /* Build fallbacks logged so far. */
+    atomic_uint64_t logged_unwritten;   /* Unwritten records logged. */
     atomic_bool logged_recovery;        /* Its recovery log, once ready. */
 };
 
@@ -749,6 +750,17 @@ index_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
                          "the device; built on the CPU", st->name,
                          rs.build_fallbacks - logged);
         }
+        atomic_read_relaxed(&st->logged_unwritten, &logged);
+        if (rs.records_unwritten > logged
+            && atomic_compare_exchange_strong(&st->logged_unwritten,
+                                              &logged,
+                                              rs.records_unwritten)) {
+            VLOG_WARN_RL(&rl, "store %s: %"PRIu64" records could not be "
+                         "written (%s); the segments keep the records "
+                         "before the failure", st->name,
+                         rs.records_unwritten - logged,
+                         ovs_strerror(rs.last_write_error));
+        }
     }
 }
 
@@ -806,6 +818,11 @@ index_format_store(struct ds *s, struct index_store *st)
                   rs.writer_waits);
     ds_put_format(s, "  writer waited for the disk: %.3f s (%"PRIu64
                   " times)\n", rs.disk_wait_ns / 1e9, rs.disk_waits);
+    if (rs.records_unwritten || rs.last_write_error) {
+        ds_put_format(s, "  disk errors: %"PRIu64" records not written "
+                      "(%s)\n", rs.records_unwritten,
+                      ovs_strerror(rs.last_write_error));
+    }
     ds_put_format(s, "  indexer: %.3f s building, %.3f s syncing pcap "
                   "files, %.3f s writing index files\n", rs.build_ns / 1e9,
                   rs.sync_ns / 1e9, rs.index_write_ns / 1e9);

@@ -20,6 +20,7 @@
 #include <config.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1018,6 +1019,131 @@ test_store_rotation(void **state)
     }
 }
 
+/* A disk that fills in the middle of a segment: the segment keeps the
+ * records whole on the disk before the failed write, its pcap is cut
+ * after them, the others are counted as not written, a segment of which
+ * nothing was written leaves no files, and once there is room again the
+ * next segments are whole.  Every query answers exactly what the kept
+ * records say: none returns a record that is not on the disk, nor
+ * another record's bytes. */
+static void
+test_store_disk_full(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    for (int bi = 0; bi < n_backends; bi++) {
+        struct rng g = case_rng(558, bi);
+        const uint32_t seg = 1000, n = 3 * seg + 400;
+        struct gpu_index_record *recs = calloc(n, sizeof *recs);
+        bool *kept = calloc(n, sizeof *kept);
+        uint64_t ts0 = 1700000000ull * 1000000000ull;
+        struct gpu_index_recorder_stats st;
+        struct gpu_index_recorder *r;
+        /* Where the disk fills in segment 2: inside record 'cut', after
+         * 'into' of its bytes (0: at its start). */
+        uint32_t cut = rng_below(&g, seg), into = rng_below(&g, 20);
+        uint64_t room = 24;
+        static const char *qs[] = {
+            "tcp and dport=443", "src=10.1.0.0/16 or udp", "not ip4",
+            "ip4 or ip6 or not ip4",
+        };
+
+        rm_rf(tmpdir);
+        r = make_recorder(tmpdir, seg, 0, 0, backends[bi], GPU_INDEX_PLWAH);
+        /* Segment 1, whole. */
+        feed(r, &g, recs, seg, ts0);
+        assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+        /* Segment 2: the disk fills inside record 'cut'.  The writer is
+         * paused while the segment waits in the ring, so that none of it
+         * is written before the disk's room is set from its records. */
+        gpu_index_recorder_pause(r, true);
+        feed(r, &g, recs + seg, seg, ts0 + seg * 1000ull);
+        for (uint32_t i = 0; i < cut; i++) {
+            room += 16 + recs[seg + i].cap_len;
+        }
+        gpu_index_recorder_inject_disk_full(r, room + into);
+        gpu_index_recorder_pause(r, false);
+        assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+        /* Segment 3: nothing at all fits. */
+        gpu_index_recorder_inject_disk_full(r, 0);
+        feed(r, &g, recs + 2 * seg, seg, ts0 + 2 * seg * 1000ull);
+        assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+        /* Room again: segment 4 is whole. */
+        gpu_index_recorder_inject_disk_full(r, UINT64_MAX);
+        feed(r, &g, recs + 3 * seg, n - 3 * seg, ts0 + 3 * seg * 1000ull);
+        assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+
+        gpu_index_recorder_get_stats(r, &st);
+        printf("test-index: %s builder: disk full in record %u of segment "
+               "2: %"PRIu64" records not written, %"PRIu64" segments\n",
+               gpu_index_backend_name(backends[bi]), cut,
+               st.records_unwritten, st.segments_written);
+        assert_int_equal(st.recorded, n);
+        assert_int_equal(st.records_unwritten, (seg - cut) + seg);
+        assert_int_equal(st.last_write_error, ENOSPC);
+        assert_int_equal(st.segments_written, cut ? 3 : 2);
+        assert_int_equal(count_files(tmpdir, ".pcap"), cut ? 3 : 2);
+        for (uint32_t i = 0; i < n; i++) {
+            kept[i] = i < seg + cut || i >= 3 * seg;
+        }
+        for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++) {
+            struct gpu_index_query *q;
+            char err[200];
+            unsigned int skipped;
+            int64_t want = 0;
+
+            assert_int_equal(gpu_index_query_parse(qs[qi], &q, err,
+                                                   sizeof err), GPU_OK);
+            for (uint32_t i = 0; i < n; i++) {
+                want += kept[i] && gpu_index_query_match(q, &recs[i]);
+            }
+            gpu_index_query_destroy(q);
+            assert_int_equal(store_query(tmpdir, qs[qi], &skipped, NULL),
+                             want);
+            assert_int_equal(skipped, 0);
+        }
+        /* Every record served is one kept, byte for byte: the whole
+         * store's matches, in order, are the kept records' frames. */
+        char pcap_path[512], errbuf[PCAP_ERRBUF_SIZE];
+        struct pcap_pkthdr *h;
+        const u_char *data;
+        uint32_t next = 0;
+
+        snprintf(pcap_path, sizeof pcap_path, "%s.out.pcap", tmpdir);
+        store_query(tmpdir, "ip4 or ip6 or not ip4", NULL, pcap_path);
+        pcap_t *pc = pcap_open_offline_with_tstamp_precision(
+            pcap_path, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+        assert_non_null(pc);
+        while (pcap_next_ex(pc, &h, &data) == 1) {
+            struct gpu_index_record rec;
+            uint64_t ts = h->ts.tv_sec * 1000000000ull + h->ts.tv_usec;
+
+            while (next < n && !kept[next]) {
+                next++;
+            }
+            assert_true(next < n);
+            gpu_index_record_from_frame(&rec, data, h->caplen, h->len, ts,
+                                        7);
+            rec.pcap_offset = recs[next].pcap_offset;
+            if (memcmp(&rec, &recs[next], sizeof rec)) {
+                fail_msg("%s builder: match %u is not kept record %u",
+                         gpu_index_backend_name(backends[bi]), next, next);
+            }
+            next++;
+        }
+        pcap_close(pc);
+        unlink(pcap_path);
+        while (next < n && !kept[next]) {
+            next++;
+        }
+        assert_int_equal(next, n);
+        gpu_index_recorder_destroy(r);
+        free(recs);
+        free(kept);
+        rm_rf(tmpdir);
+    }
+    (void) state;
+}
+
 /* A segment's indexes built by several CPU builders at once (each with a
  * share of the attributes, as the recorder's indexer does) are the
  * indexes one builder makes. */
@@ -1971,6 +2097,7 @@ main(void)
         cmocka_unit_test(test_roaring_oracle),
         cmocka_unit_test(test_store_rotation),
         cmocka_unit_test(test_store_pcap_bytes),
+        cmocka_unit_test(test_store_disk_full),
         cmocka_unit_test(test_segment_build_threads),
         cmocka_unit_test(test_segment_build_records),
         cmocka_unit_test(test_store_retention),

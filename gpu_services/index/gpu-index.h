@@ -414,6 +414,12 @@ struct gpu_index_recorder_stats {
     /* Times, and nanoseconds in all, the writer waited for the I/O
      * thread to give back a buffer (the disk behind by ~64 MB). */
     uint64_t disk_waits, disk_wait_ns;
+    /* Records lost because their pcap could not be written (a full
+     * disk): a segment keeps the records before the failed write; its
+     * later ones are counted here.  'last_write_error' is the errno of
+     * the last failed write (0: none). */
+    uint64_t records_unwritten;
+    int last_write_error;
     char backend[96];
 };
 
@@ -423,6 +429,12 @@ void gpu_index_recorder_get_stats(struct gpu_index_recorder *,
 /* Test only: gpu_index_builder_inject_fault() on the recorder's builder. */
 void gpu_index_recorder_inject_fault(struct gpu_index_recorder *, int error,
                                      unsigned int n);
+
+/* Test only: the recorder's pcap writes fail (ENOSPC, as on a full disk)
+ * once 'bytes_left' more bytes have been written (UINT64_MAX: never
+ * again). */
+void gpu_index_recorder_inject_disk_full(struct gpu_index_recorder *,
+                                         uint64_t bytes_left);
 
 /* What the recorder found and did about segments left by a crash, one
  * line per segment ("" if nothing), for the caller's log.  NULL while a

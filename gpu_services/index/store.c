@@ -745,6 +745,9 @@ struct seg_recs {
     uint64_t first_ts;
     uint64_t pcap_off;          /* Bytes of pcap, buffered ones included. */
     uint64_t pcap_flushed;      /* Bytes of pcap handed to the kernel. */
+    int write_error;            /* errno of the first failed pcap write:
+                                 * the file ends early, at 'pcap_flushed'
+                                 * (I/O thread, then indexer). */
     bool busy;                  /* Closed, not yet indexed (under mutex). */
     time_t opened;
 };
@@ -853,6 +856,9 @@ struct gpu_index_recorder {
     uint64_t writer_waits, writer_wait_ns;
     uint64_t disk_waits, disk_wait_ns;
     uint64_t sync_ns, index_write_ns;
+    uint64_t records_unwritten;
+    int last_write_error;
+    _Atomic uint64_t disk_left;     /* Test only: UINT64_MAX normally. */
     uint64_t segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
@@ -1071,13 +1077,15 @@ apply_retention(struct gpu_index_recorder *r, uint64_t newest)
     free(segs);
 }
 
-/* Writes all of 'buf' to 'fd'.  A failed write loses those records from
- * the file (a full disk); it is said once per failure on stderr, as the
- * dumper's errors never were. */
-static void
-write_all(int fd, const void *buf, size_t n, const char *what)
+/* Writes all of 'buf' to 'fd'.  Returns 0, or the errno of a write that
+ * failed (a full disk), with '*written' (if nonnull) the bytes written
+ * before it; the failure is said once on stderr. */
+static int
+write_all(int fd, const void *buf, size_t n, const char *what,
+          size_t *written)
 {
     const uint8_t *p = buf;
+    int error = 0;
 
     while (n) {
         ssize_t w = write(fd, p, n);
@@ -1086,13 +1094,18 @@ write_all(int fd, const void *buf, size_t n, const char *what)
             continue;
         }
         if (w <= 0) {
+            error = w < 0 ? errno : EIO;
             fprintf(stderr, "gpu-index: writing %s: %s\n", what,
-                    w < 0 ? strerror(errno) : "no progress");
-            return;
+                    strerror(error));
+            break;
         }
         p += w;
         n -= w;
     }
+    if (written) {
+        *written = p - (const uint8_t *) buf;
+    }
+    return error;
 }
 
 /* Hands the writer's buffer, with the records of segment r->cur in it,
@@ -1142,21 +1155,43 @@ write_out(struct gpu_index_recorder *r)
  * waits for the last few megabytes, not for the whole segment (~175 MB
  * for a million Internet-mix records). */
 static void
-io_write(struct io_buf *b)
+io_write(struct gpu_index_recorder *r, struct io_buf *b)
 {
     struct seg_recs *s = b->seg;
 
-    if (b->pcap_len) {
-        write_all(s->pcap_fd, b->pcap, b->pcap_len, "pcap");
+    /* After a failed write the file ends early: bytes written after it
+     * would sit where the index says earlier records are, so none are
+     * (the indexer keeps the records before the failure). */
+    if (b->pcap_len && !s->write_error) {
+        size_t len = b->pcap_len, written;
+        uint64_t left = atomic_load_explicit(&r->disk_left,
+                                             memory_order_relaxed);
+        int error;
+
+        if (left < len) {
+            /* Test only: a disk that fills after 'left' more bytes. */
+            error = write_all(s->pcap_fd, b->pcap, left, "pcap", &written);
+            error = error ? error : ENOSPC;
+        } else {
+            error = write_all(s->pcap_fd, b->pcap, len, "pcap", &written);
+        }
+        if (left != UINT64_MAX) {
+            atomic_store_explicit(&r->disk_left, left - written,
+                                  memory_order_relaxed);
+        }
 #ifdef SYNC_FILE_RANGE_WRITE
-        sync_file_range(s->pcap_fd, s->pcap_flushed, b->pcap_len,
+        sync_file_range(s->pcap_fd, s->pcap_flushed, written,
                         SYNC_FILE_RANGE_WRITE);
 #endif
-        s->pcap_flushed += b->pcap_len;
+        s->pcap_flushed += written;
+        if (error) {
+            s->write_error = error;
+            __atomic_store_n(&r->last_write_error, error, __ATOMIC_RELAXED);
+        }
     }
     if (b->ports_n) {
         write_all(s->ports_fd, b->ports, b->ports_n * sizeof *b->ports,
-                  "ports");
+                  "ports", NULL);
     }
 }
 
@@ -1177,7 +1212,7 @@ io_thread(void *r_)
         struct io_buf *b = r->io_queue[r->io_head % IO_BUFS];
 
         pthread_mutex_unlock(&r->mutex);
-        io_write(b);
+        io_write(r, b);
         pthread_mutex_lock(&r->mutex);
         if (b->close) {
             /* The segment's bytes are all written: the indexer's, once
@@ -1206,6 +1241,41 @@ stop_io(struct gpu_index_recorder *r)
     pthread_join(r->io_thread, NULL);
 }
 
+/* For segment 's', whose pcap a failed write left short at
+ * s->pcap_flushed bytes: keeps the records whole in the file (they are
+ * the first ones: the file is written in order) and cuts the file after
+ * the last of them, so that the index built next has only records that
+ * are on the disk, each where it says.  The others are counted. */
+static void
+keep_written(struct gpu_index_recorder *r, struct seg_recs *s)
+{
+    uint32_t k = s->n_recs;
+    uint64_t end = 0;
+
+    while (k > 0) {
+        const struct gpu_index_record *rec = &s->recs[k - 1];
+
+        end = s->offs[k - 1] + 16 + rec->cap_len;
+        if (end <= s->pcap_flushed) {
+            break;
+        }
+        k--;
+    }
+    if (!k) {
+        end = 0;
+    }
+    if (ftruncate(s->pcap_fd, end)) {
+        /* The index names only the whole records before 'end' anyway. */
+        fprintf(stderr, "gpu-index: segment %"PRIu64": cutting the pcap: "
+                "%s\n", s->seq, strerror(errno));
+    }
+    add(&r->records_unwritten, s->n_recs - k);
+    fprintf(stderr, "gpu-index: segment %"PRIu64": %"PRIu32" of %"PRIu32
+            " records not written (%s)\n", s->seq, s->n_recs - k,
+            s->n_recs, strerror(s->write_error));
+    s->n_recs = k;
+}
+
 /* The indexer's part of closing segment 's': the pcap is complete and on
  * disk before its index exists. */
 static int
@@ -1216,6 +1286,9 @@ index_segment(struct gpu_index_recorder *r, struct seg_recs *s)
     int error;
     double t0;
 
+    if (s->write_error) {
+        keep_written(r, s);
+    }
     t0 = gpu_index_now_ms();
     fsync(s->pcap_fd);
     close(s->pcap_fd);
@@ -1223,6 +1296,17 @@ index_segment(struct gpu_index_recorder *r, struct seg_recs *s)
     close(s->ports_fd);
     s->pcap_fd = s->ports_fd = -1;
     add(&r->sync_ns, (uint64_t) ((gpu_index_now_ms() - t0) * 1e6));
+    if (s->write_error && !s->n_recs) {
+        /* Not even one record reached the disk: no segment. */
+        seg_path(path, sizeof path, r->dir, s->seq, "pcap");
+        unlink(path);
+        seg_path(path, sizeof path, r->dir, s->seq, "ports");
+        unlink(path);
+        s->write_error = 0;
+        apply_retention(r, s->seq);
+        return GPU_OK;
+    }
+    s->write_error = 0;
 
     t0 = gpu_index_now_ms();
     error = gpu_index_segment_index_build_n(r->builders, r->n_builders,
@@ -1920,6 +2004,7 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         }
     }
     r->wb = &r->io_bufs[0];
+    atomic_init(&r->disk_left, UINT64_MAX);
     for (int i = 0; i < 2; i++) {
         r->bufs[i].pcap_fd = r->bufs[i].ports_fd = -1;
     }
@@ -2073,6 +2158,13 @@ gpu_index_recorder_inject_fault(struct gpu_index_recorder *r, int error,
     gpu_index_builder_inject_fault(r->builder, error, n);
 }
 
+void
+gpu_index_recorder_inject_disk_full(struct gpu_index_recorder *r,
+                                    uint64_t bytes_left)
+{
+    atomic_store_explicit(&r->disk_left, bytes_left, memory_order_relaxed);
+}
+
 const char *
 gpu_index_recorder_recovery_log(struct gpu_index_recorder *r)
 {
@@ -2102,6 +2194,10 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     s->writer_waits = __atomic_load_n(&r->writer_waits, __ATOMIC_RELAXED);
     s->writer_wait_ns = __atomic_load_n(&r->writer_wait_ns,
                                         __ATOMIC_RELAXED);
+    s->records_unwritten = __atomic_load_n(&r->records_unwritten,
+                                           __ATOMIC_RELAXED);
+    s->last_write_error = __atomic_load_n(&r->last_write_error,
+                                          __ATOMIC_RELAXED);
     s->disk_waits = __atomic_load_n(&r->disk_waits, __ATOMIC_RELAXED);
     s->disk_wait_ns = __atomic_load_n(&r->disk_wait_ns, __ATOMIC_RELAXED);
     s->sync_ns = __atomic_load_n(&r->sync_ns, __ATOMIC_RELAXED);
