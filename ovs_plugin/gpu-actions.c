@@ -334,6 +334,26 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
+    if (!strcmp(argv[1], "index-disk-full")) {
+        unsigned long long int bytes = 0;
+        bool off = argc == 3 && !strcmp(argv[2], "off");
+
+        if (argc != 3 || (!off && !str_to_ullong(argv[2], 10, &bytes))) {
+            unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
+                                        "index-disk-full BYTES|off");
+            return true;
+        }
+        gpu_index_service_inject_disk_full(off ? UINT64_MAX : bytes);
+
+        char *msg = off
+            ? xstrdup("gpu_index stores' disks have room again")
+            : xasprintf("gpu_index stores' pcap writes fail after %llu "
+                        "more bytes (no space left on device)", bytes);
+        VLOG_INFO("test fault injected: %s", msg);
+        unixctl_command_reply(conn, msg);
+        free(msg);
+        return true;
+    }
     for (enum gpu_service_knob knob = 0; knob < GPU_KNOB_N; knob++) {
         if (strcmp(argv[1], knobs[knob].name)) {
             continue;

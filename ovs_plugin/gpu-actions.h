@@ -239,6 +239,9 @@ bool gpu_service_inject_fault_cmd(struct unixctl_conn *, int argc,
 /* gpu_index's part of the above: its builds happen in the recorders'
  * threads, inside the library (gpu-index-service.c). */
 void gpu_index_service_inject_fault(int error, unsigned int n);
+/* Test only: every store's pcap writes fail, as on a full disk, once
+ * 'bytes_left' more bytes are written (UINT64_MAX: room again). */
+void gpu_index_service_inject_disk_full(uint64_t bytes_left);
 
 /* How long a service may hold a batch to gather it with later ones,
  * beyond the device round trip (other_config:gpu-max-hold-us, shared with

@@ -1669,7 +1669,8 @@ gpu_dpcls_init(void)
                              "dpcls|dpcls-nomem|dpcls-slow N | "
                              "ids|re|fec|index launch|nomem N | "
                              "ids-slow|re-slow|fec-slow US | "
-                             "fec-loss PPM | index-query-slow MS", 2, 3,
+                             "fec-loss PPM | index-query-slow MS | "
+                             "index-disk-full BYTES|off", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

@@ -774,6 +774,16 @@ index_timers_wait(void)
 }
 
 void
+gpu_index_service_inject_disk_full(uint64_t bytes_left)
+{
+    struct index_store *st;
+
+    CMAP_FOR_EACH (st, node, &stores) {
+        gpu_index_recorder_inject_disk_full(st->recorder, bytes_left);
+    }
+}
+
+void
 gpu_index_service_inject_fault(int error, unsigned int n)
 {
     struct index_store *st;
