@@ -31,11 +31,10 @@ struct gpu_index_provider {
                  unsigned int flags, struct gpu_index_bitmaps *out,
                  struct gpu_index_build_times *times);
 
-    /* Optional: a segment's indexes from its records, the columns
-     * computed where the builds run (ix_attr_value()).  'load_records'
-     * makes records [0, n) the source of the following 'build_attr'
-     * calls, which are as 'build' for column 'attr' of those records.
-     * Without them, the host computes each column and calls 'build'. */
+    /* A segment's indexes from its records, the columns computed where
+     * the builds run (ix_attr_value()).  'load_records' makes records
+     * [0, n) the source of the following 'build_attr' calls, which are
+     * as 'build' for column 'attr' of those records. */
     int (*load_records)(struct gpu_index_builder *b,
                         const struct gpu_index_record *recs, uint32_t n);
     int (*build_attr)(struct gpu_index_builder *b, int attr, uint32_t n,

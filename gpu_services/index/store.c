@@ -146,6 +146,24 @@ crc32_buf(const uint8_t *p, size_t n)
 
 /* ---- Index files. ---- */
 
+static int write_all(int fd, const void *buf, size_t n, const char *what,
+                     size_t *written);
+
+/* Has the kernel start writing 'len' bytes of 'fd' from 'off' (0, 0: all
+ * of it) to disk, so that a later fsync() waits only for what came
+ * after. */
+static void
+start_writeback(int fd, uint64_t off, uint64_t len)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
+#else
+    (void) fd;
+    (void) off;
+    (void) len;
+#endif
+}
+
 /* An index file being written: bytes go to 'fd' through a buffer (large
  * arrays straight from where they are), with their CRC kept as they
  * pass, so that a 40 MB index is never copied whole into memory. */
@@ -160,21 +178,14 @@ struct wbuf {
     int error;                  /* errno of the first failure, or 0. */
 };
 
+/* Writes 'p[0 .. n)' to the file, which the disk then writes while the
+ * rest is checksummed: the fsync() at the end waits for the tail. */
 static void
 wbuf_write(struct wbuf *b, const uint8_t *p, size_t n)
 {
-    while (n && !b->error) {
-        ssize_t w = write(b->fd, p, n);
-
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            b->error = w < 0 ? errno : EIO;
-            break;
-        }
-        p += w;
-        n -= w;
+    if (!b->error && n) {
+        b->error = write_all(b->fd, p, n, "index", NULL);
+        start_writeback(b->fd, 0, 0);
     }
 }
 
@@ -183,11 +194,6 @@ wbuf_flush(struct wbuf *b)
 {
     wbuf_write(b, b->p, b->n);
     b->n = 0;
-#ifdef SYNC_FILE_RANGE_WRITE
-    /* The disk writes while the rest is checksummed; the fsync() at the
-     * end waits for the tail. */
-    sync_file_range(b->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-#endif
 }
 
 static void
@@ -200,9 +206,6 @@ put(struct wbuf *b, const void *data, size_t n)
     }
     if (n >= WBUF_SIZE) {
         wbuf_write(b, data, n);
-#ifdef SYNC_FILE_RANGE_WRITE
-        sync_file_range(b->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-#endif
     } else {
         memcpy(b->p + b->n, data, n);
         b->n += n;
@@ -1179,10 +1182,7 @@ io_write(struct gpu_index_recorder *r, struct io_buf *b)
             atomic_store_explicit(&r->disk_left, left - written,
                                   memory_order_relaxed);
         }
-#ifdef SYNC_FILE_RANGE_WRITE
-        sync_file_range(s->pcap_fd, s->pcap_flushed, written,
-                        SYNC_FILE_RANGE_WRITE);
-#endif
+        start_writeback(s->pcap_fd, s->pcap_flushed, written);
         s->pcap_flushed += written;
         if (error) {
             s->write_error = error;
@@ -1230,15 +1230,22 @@ io_thread(void *r_)
     return NULL;
 }
 
-/* Stops the I/O thread, once it has written what it was given. */
+/* Stops the I/O thread or the indexer ('*stop' being its flag), once it
+ * has done what it was given. */
+static void
+stop_thread(struct gpu_index_recorder *r, bool *stop, pthread_t thread)
+{
+    pthread_mutex_lock(&r->mutex);
+    *stop = true;
+    pthread_cond_broadcast(&r->idx_cond);
+    pthread_mutex_unlock(&r->mutex);
+    pthread_join(thread, NULL);
+}
+
 static void
 stop_io(struct gpu_index_recorder *r)
 {
-    pthread_mutex_lock(&r->mutex);
-    r->io_stop = true;
-    pthread_cond_broadcast(&r->idx_cond);
-    pthread_mutex_unlock(&r->mutex);
-    pthread_join(r->io_thread, NULL);
+    stop_thread(r, &r->io_stop, r->io_thread);
 }
 
 /* For segment 's', whose pcap a failed write left short at
@@ -1366,15 +1373,10 @@ indexer(void *r_)
     return NULL;
 }
 
-/* Stops the indexer, once it has written what it was given. */
 static void
 stop_indexer(struct gpu_index_recorder *r)
 {
-    pthread_mutex_lock(&r->mutex);
-    r->idx_stop = true;
-    pthread_cond_broadcast(&r->idx_cond);
-    pthread_mutex_unlock(&r->mutex);
-    pthread_join(r->indexer, NULL);
+    stop_thread(r, &r->idx_stop, r->indexer);
 }
 
 /* Closes the open segment, if any: hands its last bytes to the I/O
