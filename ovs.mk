@@ -230,11 +230,38 @@ else
 	@exit 1
 endif
 
+# The service actions that make and rewrite packets, the fec pair and the
+# re pair, through ovs-vswitchd with DPDK pcap ports on the CPU backend
+# (scripts/bench-services-switch.sh --check): every frame the fec pair
+# delivers is one of the input's, lost frames are rebuilt, parity comes
+# from the services' mbuf pool, and the re pair across two bridges gives
+# back the input byte for byte and in order.  The dummy datapath of the
+# autotests has no mbufs, so this is where the DPDK side of the services
+# is tested.
+check-dpdk-services: ovs-build
+if HAVE_DPDK
+	$(AM_V_at)b=$(abs_top_builddir)/ovs; \
+	PATH=$$b/utilities:$$b/vswitchd:$$b/ovsdb:$$PATH \
+		VSWITCH_SCHEMA=$$b/vswitchd/vswitch.ovsschema \
+		$(LAYER_RESULT) run --id dpdk-services --name "DPDK services" \
+		$(srcdir)/scripts/bench-services-switch.sh --check \
+		--rules data/snort-community/community.rules \
+		--text data/snort-community/community.rules \
+		--services "fec re" --backends cpu --seconds 1 --count 3000 \
+		> dpdk-services.log 2>&1; \
+	status=$$?; tail -4 dpdk-services.log; exit $$status
+else
+	@echo "DPDK services test FAILED: built without DPDK" \
+		| tee dpdk-services.log
+	@$(LAYER_RESULT) record dpdk-services "DPDK services" 1
+	@exit 1
+endif
+
 # One after the other: both keep cores busy (PMD threads), and OVS's
 # tests have timeouts.  Both run even if the first fails.  The sanitized
 # cmocka tests (tests/sanitizers.mk) come last, for the same timeouts.
 CHECK_LOCAL_LAYERS = ovs-testsuite ovs-testsuite-offload dpdk-smoke \
-	dpcls-peer install-check
+	dpdk-services dpcls-peer install-check
 check-local:
 	$(AM_V_at)for l in $(CHECK_LOCAL_LAYERS); do \
 		rm -f results/$$l.result; \
@@ -243,8 +270,9 @@ check-local:
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-ovs-offload || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-smoke || status=1; \
+	$(MAKE) $(AM_MAKEFLAGS) check-dpdk-services || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-dpcls-peer || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-install || status=1; \
 	$(MAKE) $(AM_MAKEFLAGS) check-sanitizers || status=1; \
 	exit $$status
-.PHONY: check-dpdk-smoke check-install
+.PHONY: check-dpdk-smoke check-dpdk-services check-install

@@ -25,7 +25,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "coverage.h"
 #include "dp-packet.h"
+#include "dpdk.h"
+#include "dpif-netdev.h"
+#include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
@@ -35,6 +39,12 @@
 #include "util.h"
 
 #include "gpu_runtime/gpu-runtime.h"
+
+#ifdef DPDK_NETDEV
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#endif
 
 VLOG_DEFINE_THIS_MODULE(gpu_actions);
 
@@ -820,6 +830,152 @@ gpu_service_get_totals(struct gpu_service_totals *t)
     atomic_read_relaxed(&total_dropped, &t->n_dropped);
     atomic_read_relaxed(&total_bytes, &t->n_bytes_staged);
     atomic_read_relaxed(&total_run_ns, &t->run_ns);
+}
+
+/* ------------------------------------------------- Packets services make.
+ *
+ * fec_encode makes m parity packets a group and fec_decode the packets it
+ * rebuilds, on the PMD thread.  From the heap each cost two malloc()s (the
+ * dp_packet and its ~1.6 kB buffer, too large for glibc's per-thread
+ * cache) and their free()s, ~18% of the fec pair's PMD time as profiled,
+ * and netdev-dpdk copied each into an mbuf to send it.  Where DPDK runs
+ * they come from a pool of mbufs of their own instead: the mempool's
+ * per-lcore cache makes an allocation a few stores, and netdev-dpdk sends
+ * an mbuf of any pool as it is (the driver frees it into its own pool). */
+
+COVERAGE_DEFINE(gpu_service_pkt_mbuf);
+COVERAGE_DEFINE(gpu_service_pkt_heap);
+
+#ifdef DPDK_NETDEV
+/* Enough for several PMD threads' parity in flight in transmit queues
+ * (~2.4 kB each: 20 MB); beyond it packets come from the heap. */
+#define GPU_PKT_POOL_SIZE 8192
+#define GPU_PKT_POOL_CACHE 256
+#define GPU_PKT_DATA_ROOM (RTE_PKTMBUF_HEADROOM + 2048)
+
+static struct ovs_mutex pkt_pool_mutex = OVS_MUTEX_INITIALIZER;
+/* Set once, under the mutex; read by PMD threads without it. */
+static ATOMIC(struct rte_mempool *) pkt_pool;
+static bool pkt_pool_failed OVS_GUARDED_BY(pkt_pool_mutex);
+
+/* As netdev-dpdk's pools: OVS's fields of a dp_packet follow the mbuf, in
+ * its private area. */
+static void
+gpu_pkt_pool_obj_init(struct rte_mempool *mp OVS_UNUSED,
+                      void *opaque OVS_UNUSED, void *obj,
+                      unsigned int i OVS_UNUSED)
+{
+    dp_packet_init_dpdk(obj);
+}
+
+void
+gpu_service_packets_init(void)
+{
+    uint32_t priv_size;
+    struct rte_mempool *mp;
+
+    if (!dpdk_available()) {
+        return;
+    }
+    ovs_mutex_lock(&pkt_pool_mutex);
+    atomic_read_relaxed(&pkt_pool, &mp);
+    if (mp || pkt_pool_failed) {
+        ovs_mutex_unlock(&pkt_pool_mutex);
+        return;
+    }
+    priv_size = ROUND_UP(sizeof(struct dp_packet) - sizeof(struct rte_mbuf),
+                         RTE_MBUF_PRIV_ALIGN);
+    mp = rte_pktmbuf_pool_create("ovsgpu_service_pkts", GPU_PKT_POOL_SIZE,
+                                 GPU_PKT_POOL_CACHE, priv_size,
+                                 GPU_PKT_DATA_ROOM, SOCKET_ID_ANY);
+    if (mp) {
+        rte_mempool_obj_iter(mp, gpu_pkt_pool_obj_init, NULL);
+        VLOG_INFO("service packets: a pool of %d mbufs of %d bytes",
+                  GPU_PKT_POOL_SIZE, GPU_PKT_DATA_ROOM);
+        atomic_store_explicit(&pkt_pool, mp, memory_order_release);
+    } else {
+        pkt_pool_failed = true;
+        VLOG_WARN("service packets: no mbuf pool (%s); they come from the "
+                  "heap and are copied into mbufs to be sent",
+                  rte_strerror(rte_errno));
+    }
+    ovs_mutex_unlock(&pkt_pool_mutex);
+}
+
+/* An mbuf of the pool made ready as dp_packet_new_with_headroom() makes a
+ * heap packet (dp_packet_init__() is not exported), or NULL. */
+static struct dp_packet *
+gpu_pkt_from_pool(size_t size, odp_port_t in_port)
+{
+    struct rte_mempool *mp;
+    struct rte_mbuf *mbuf;
+    struct dp_packet *packet;
+
+    atomic_read_explicit(&pkt_pool, &mp, memory_order_acquire);
+    if (!mp) {
+        return NULL;
+    }
+    mbuf = rte_pktmbuf_alloc(mp);
+    if (!mbuf) {
+        return NULL;
+    }
+    packet = CONTAINER_OF(mbuf, struct dp_packet, mbuf);
+    if (dp_packet_tailroom(packet) < size) {
+        rte_pktmbuf_free(mbuf);
+        return NULL;
+    }
+    dp_packet_reset_offsets(packet);
+    dp_packet_reset_cutlen(packet);
+    dp_packet_reset_offload(packet);
+    packet->packet_type = htonl(PT_ETH);
+    pkt_metadata_init(&packet->md, in_port);
+    dp_packet_set_size(packet, size);
+    return packet;
+}
+
+void
+gpu_service_packets_format(struct ds *s)
+{
+    struct rte_mempool *mp;
+
+    atomic_read_explicit(&pkt_pool, &mp, memory_order_acquire);
+    if (mp) {
+        ds_put_format(s, "  service packets: mbuf pool of %u, %u free\n",
+                      mp->size, rte_mempool_avail_count(mp));
+    }
+}
+#else /* !DPDK_NETDEV */
+void
+gpu_service_packets_init(void)
+{
+}
+
+static struct dp_packet *
+gpu_pkt_from_pool(size_t size OVS_UNUSED, odp_port_t in_port OVS_UNUSED)
+{
+    return NULL;
+}
+
+void
+gpu_service_packets_format(struct ds *s OVS_UNUSED)
+{
+}
+#endif /* !DPDK_NETDEV */
+
+struct dp_packet *
+gpu_service_packet_new(size_t size, odp_port_t in_port)
+{
+    struct dp_packet *packet = gpu_pkt_from_pool(size, in_port);
+
+    if (packet) {
+        COVERAGE_INC(gpu_service_pkt_mbuf);
+        return packet;
+    }
+    COVERAGE_INC(gpu_service_pkt_heap);
+    packet = dp_packet_new_with_headroom(size, DP_NETDEV_HEADROOM);
+    dp_packet_put_uninit(packet, size);
+    pkt_metadata_init(&packet->md, in_port);
+    return packet;
 }
 
 static void

@@ -38,6 +38,8 @@
 #include "gpu-service.h"
 #include "gpu_runtime/gpu-runtime.h"
 #include "openvswitch/list.h"
+
+struct ds;
 #include "ovs-atomic.h"
 
 /* What the executor found in one packet. */
@@ -359,6 +361,24 @@ void gpu_service_holder_destroy(struct gpu_service_holder *);
 /* Counts 'n' packets a service dropped after holding them, in the
  * executor's totals. */
 void gpu_service_count_dropped(size_t n);
+
+/* Packets a service makes (FEC parity, rebuilt packets), of 'size' bytes
+ * (uninitialized) with metadata for 'in_port'.  Where DPDK is running they
+ * come from a pool of mbufs (gpu_service_packets_init()), so that making
+ * one costs no malloc() and a DPDK port sends it without copying it into
+ * an mbuf; else, or when the pool is empty or 'size' does not fit an
+ * mbuf, from the heap.  coverage/show counts both
+ * (gpu_service_pkt_mbuf, gpu_service_pkt_heap). */
+struct dp_packet *gpu_service_packet_new(size_t size, odp_port_t in_port);
+
+/* Creates the mbuf pool for gpu_service_packet_new() if DPDK is running
+ * and the pool does not exist yet; called from the main thread when a
+ * service that makes packets is configured.  A failure is logged once and
+ * leaves the heap. */
+void gpu_service_packets_init(void);
+
+/* Appends the pool's state to 's' for gpu/show (nothing without one). */
+void gpu_service_packets_format(struct ds *s);
 
 /* Executor totals, for gpu/show. */
 struct gpu_service_totals {

@@ -636,6 +636,7 @@ fec_check(const char *args, bool encoder)
         inst->group = random_uint32();
     }
     fec_inst_init(inst, args, encoder);
+    gpu_service_packets_init();
     cmap_insert(&instances, &inst->node, hash_string(args, encoder));
     ovs_mutex_unlock(&instances_mutex);
     VLOG_INFO("%s(%s) created", encoder ? "fec_encode" : "fec_decode",
@@ -716,17 +717,6 @@ fec_pending_flush(struct fec_inst *inst, struct fec_out *out)
     memmove(&inst->pending[0], &inst->pending[n],
             (inst->n_pending - n) * sizeof inst->pending[0]);
     inst->n_pending -= n;
-}
-
-static struct dp_packet *
-fec_packet_new(size_t size, odp_port_t in_port)
-{
-    struct dp_packet *packet = dp_packet_new_with_headroom(
-        size, DP_NETDEV_HEADROOM);
-
-    dp_packet_put_uninit(packet, size);
-    pkt_metadata_init(&packet->md, in_port);
-    return packet;
 }
 
 static void
@@ -1267,8 +1257,8 @@ fec_encode_send_parity(struct fec_inst *inst, const struct fec_call *call,
         return;
     }
     for (unsigned int j = 0; j < call->m; j++) {
-        struct dp_packet *pp = fec_packet_new(FEC_HLEN + g->cs,
-                                              inst->in_port);
+        struct dp_packet *pp = gpu_service_packet_new(FEC_HLEN + g->cs,
+                                                      inst->in_port);
         uint8_t *frame = dp_packet_data(pp);
         struct fec_hdr hdr = {
             .magic = FEC_MAGIC,
@@ -1725,7 +1715,7 @@ fec_decode_send_rebuilt(struct fec_inst *inst, const struct fec_call *call,
             continue;
         }
         len = gpu_parity_pkt_from_chunk(chunk, g->cs);
-        rp = fec_packet_new(len, inst->in_port);
+        rp = gpu_service_packet_new(len, inst->in_port);
         memcpy(dp_packet_data(rp), chunk + 2, len);
         fec_emit(inst, out, rp);
         inst->n_rebuilt++;

@@ -11,6 +11,7 @@
 #                            [--backends "cuda cpu"] [--pmds "1 2 4"]
 #                            [--frames internet|BYTES] [--seconds S]
 #                            [--count N] [--repeat R] [--out FILE]
+#                            [--check]
 #
 # --rules: a Snort rule file (the community rules), for gpu_ids; a rule
 # for a signature planted in one packet in 100 is added to it.
@@ -60,6 +61,13 @@
 # machine the no-service rate itself moves by up to 40% from one run to
 # the next, so a ratio is worth as much as its neighbours agree.
 #
+# --check: a test, not only a benchmark: exits 1 if a service's checks
+# found what must not happen (a corrupt fec frame or none delivered, no
+# packet rebuilt, fec or re errors, an undecodable re frame, the two
+# bridges' frames not the input's, a gpu_ids error or drop-mode drops
+# other than its matches), naming each; "make check" runs the fec and re
+# pair so on the CPU backend with DPDK ports (check-dpdk-services).
+#
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
 #
@@ -87,6 +95,8 @@ FRAMES=internet
 RULES=
 TEXT=
 OUTFILE=
+CHECK=false
+FAILED=
 while test $# -gt 0; do
     case $1 in
         --rules) RULES=$2; shift ;;
@@ -99,6 +109,7 @@ while test $# -gt 0; do
         --repeat) REPEAT=$2; shift ;;
         --count) COUNT=$2; shift ;;
         --out) OUTFILE=$2; shift ;;
+        --check) CHECK=true ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -201,7 +212,13 @@ checks() {
                 /^  errors:/ { e += $2 }
                 END { printf "parity %s (%s groups/call) passed %s " \
                       "link-lost %s rebuilt %s lost-groups %s errors %s",
-                      p, g, d, x, r, l, e }' ;;
+                      p, g, d, x, r, l, e }'
+            # Where the parity and rebuilt packets came from: DPDK's mbufs
+            # (the service's pool) or the heap.
+            printf '; made %s mbufs %s heap' \
+                "$(ovs-appctl coverage/read-counter gpu_service_pkt_mbuf)" \
+                "$(ovs-appctl coverage/read-counter gpu_service_pkt_heap)"
+            ;;
         index)
             s=$(ovs-appctl gpu-index/show bench)
             echo "$s" | awk -v t="$(awk -v a="$flow_t0" -v b="$(date +%s.%N)" \
@@ -211,6 +228,38 @@ checks() {
                            $4 / t / 1e6 }' | tr -d , ;;
         none) echo "-" ;;
     esac
+}
+
+# check_row SERVICE BACKEND CHECKS: with --check, adds to FAILED what
+# CHECKS (the row's "checks" column) shows went wrong.
+check_row() {
+    local why=
+    $CHECK || return 0
+    case $1 in
+        fec)
+            echo "$3" | grep -q ' errors 0;' || why="fec errors"
+            echo "$3" | grep -q ' rebuilt 0 ' && why="$why, nothing rebuilt"
+            echo "$3" | grep -q 'corrupt 0 of [1-9]' \
+                || why="$why, corrupt frames or none delivered"
+            echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
+                || why="$why, no packet made from the mbuf pool" ;;
+        re)
+            echo "$3" | grep -q 'undecodable 0 errors 0' \
+                || why="re undecodable frames or errors" ;;
+        re-bridges)
+            echo "$3" | grep -q ': MISMATCH' \
+                && why="frames out are not the input's" ;;
+        ids-*)
+            echo "$3" | grep -q ' errors 0' || why="gpu_ids errors"
+            if test $1 = ids-drop; then
+                echo "$3" | awk '{ exit !($2 == $4 && $2 > 0) }' \
+                    || why="$why, drops are not the matches"
+            fi ;;
+    esac
+    if test -n "$why"; then
+        FAILED="$FAILED
+$1 $2: ${why#, }"
+    fi
 }
 
 # verify_re BACKEND: re_encode on br0 and re_decode on br1, two bridges
@@ -260,10 +309,12 @@ cache=64M),output:p1"
                    | awk '/miss with failed upcall:/ { n += $5 }
                           END { print n + 0 }')
     stop_switch
-    printf '%-10s %-5s two bridges, %s: %s\n' re "$1" "$chk" \
-        "$("$SRC/scripts/pcap-compare.py" same "$RUN/text.pcap" \
-           "$RUN/re-out.pcap" $failed)" \
+    local same=$("$SRC/scripts/pcap-compare.py" same "$RUN/text.pcap" \
+                 "$RUN/re-out.pcap" $failed || true)
+    printf '%-10s %-5s two bridges, %s: %s\n' re "$1" "$chk" "$same" \
         | tee -a ${OUTFILE:+"$OUTFILE"}
+    check_row re "$1" "$chk"
+    check_row re-bridges "$1" "$same"
 }
 
 # fec_corruption PCAP: sends p1's traffic to a pcap port for a second
@@ -379,6 +430,7 @@ for service in $SERVICES; do
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
+        test $backend = none || check_row $service $backend "$chk"
         if test -n "${BENCH_SAMPLES:-}" && test $backend != none; then
             # Stacks of the PMD threads, after the rate was taken (each
             # sample stops the switch for a moment).
@@ -419,3 +471,7 @@ test -f "$RUN/text.pcap" && others=", others $(mean_frame "$RUN/text.pcap")"
 echo "mean frames: ids $(mean_frame "$RUN/ids.pcap")$others bytes on the" \
     "wire; $(nproc) cores, PMDs from core $pmd_core down" \
     | tee -a ${OUTFILE:+"$OUTFILE"}
+if test -n "$FAILED"; then
+    echo "bench-services-switch.sh: checks FAILED:$FAILED" >&2
+    exit 1
+fi

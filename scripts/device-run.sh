@@ -131,7 +131,8 @@ test|test-offload)
     if test $step = test-offload || test -n "${WITH_OFFLOAD:-}"; then
         ran="$ran ovs-testsuite-offload"
     fi
-    for l in ovs-testsuite ovs-testsuite-offload dpdk-smoke dpcls-peer \
+    for l in ovs-testsuite ovs-testsuite-offload dpdk-smoke dpdk-services \
+             dpcls-peer \
              install-check fuzz-targets $(sed -n 's/^\(sanitizers-.*\)$/\1/p' \
                              results/expected 2>/dev/null); do
         case " $ran " in
