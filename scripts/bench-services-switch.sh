@@ -77,6 +77,15 @@
 # attached to a switch using the CUDA backend, stopped it after 11
 # samples on the H100 machine (2026-11-27): use gdb where there is one.
 #
+# BENCH_PERF=SECONDS in the environment: after each row's rate, the none
+# rows' included (plain forwarding, the comparison), a perf profile of
+# the row's PMD threads over SECONDS while the traffic still flows
+# (scripts/pmd-perf-profile.sh: functions by self and inclusive share;
+# perf never stops the switch), appended to OUT.perf, or to stderr
+# without --out.  perf comes from PATH: on the GPU machine, the bundle's
+# (make-device-bundle.sh).  The fec and index rows' checks take the
+# flows away: they are put back for the profile.
+#
 # Rates: "in" is what the PMDs received, "out" what p1 sent, both per
 # second over S seconds after 1 s of warm-up.  "call us" is gpu/show's
 # service call latency (the service's run() time per batch).  Setup as
@@ -177,6 +186,17 @@ cache=64M),output:p1" ;;
         fec) echo "fec_encode(k=10,m=4),fec_decode(),output:p1" ;;
         index) echo "gpu_index(store=bench),output:p1" ;;
     esac
+}
+
+# add_flows SERVICE: SERVICE's flow from each source port, in place of
+# br0's flows; $a: the last one's actions.
+add_flows() {
+    local i
+    ovs-ofctl del-flows br0
+    for i in $(seq 0 $((N_PORTS - 1))); do
+        a=$(actions $1 $i)
+        ovs-ofctl add-flow br0 "in_port=$(src_port $i),actions=$a"
+    done
 }
 
 # checks SERVICE: the service's own figures after a run, one line.
@@ -401,12 +421,7 @@ for service in $SERVICES; do
                 sleep 0.1
             done ;;
         esac
-        ovs-ofctl del-flows br0
-        for i in $(seq 0 $((N_PORTS - 1))); do
-            a=$(actions $(test $backend = none && echo none || echo $service) \
-                $i)
-            ovs-ofctl add-flow br0 "in_port=$(src_port $i),actions=$a"
-        done
+        add_flows $(test $backend = none && echo none || echo $service)
         flow_t0=$(date +%s.%N)
         if test $service = fec && test $backend != none; then
             ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null
@@ -431,6 +446,20 @@ for service in $SERVICES; do
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
         test $backend = none || check_row $service $backend "$chk"
+        if test -n "${BENCH_PERF:-}"; then
+            # While the traffic flows: perf does not stop the switch.
+            if test $backend != none; then
+                case $service in
+                    fec|index) add_flows $service; sleep 1 ;;
+                esac
+            fi
+            {
+                echo "=== $service $backend, $N_PORTS PMDs"
+                bash "$SRC/scripts/pmd-perf-profile.sh" \
+                    "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_PERF" 2>&1 \
+                    || true
+            } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.perf}"
+        fi
         if test -n "${BENCH_SAMPLES:-}" && test $backend != none; then
             # Stacks of the PMD threads, after the rate was taken (each
             # sample stops the switch for a moment).
