@@ -7,7 +7,8 @@
 # same traffic.
 #
 #   bench-services-switch.sh --rules FILE --text FILE
-#                            [--services "ids-alert ids-drop re fec index"]
+#                            [--services "ids-alert ids-drop re fec index
+#                                         re-enc fec-enc fec-dec"]
 #                            [--backends "cuda cpu"] [--pmds "1 2 4"]
 #                            [--frames internet|BYTES] [--seconds S]
 #                            [--count N] [--repeat R] [--out FILE]
@@ -41,6 +42,17 @@
 #              another second p1's traffic goes to a pcap port instead and
 #              every frame delivered must be one of the input's, byte for
 #              byte.
+#   re-enc, fec-enc, fec-dec
+#              one end of a pair alone, as the switch at one end of a
+#              link runs it (the pairs above run both ends on one PMD, so
+#              their "vs none" is two services' work against forwarding):
+#              re_encode(peer=b,cache=64M); fec_encode(k=10,m=4);
+#              fec_decode(group_timeout=1000) replaying the trace as
+#              fec_encode coded it (made once by the switch, data and
+#              parity frames; the 1 ms timeout lets the replay's group
+#              ids, which repeat every pass, start new groups), with the
+#              same 1% loss and corruption check as fec.  Not in the
+#              default list.
 #   index      gpu_index(store=bench): records kept and lost (ring
 #              full), records kept per second (from the flows' insertion
 #              to the end of the run), then the time of a query over
@@ -128,7 +140,7 @@ case " $SERVICES " in
         echo "bench-services-switch.sh: --rules FILE needed" >&2; exit 2; } ;;
 esac
 case " $SERVICES " in
-    *" re "*|*" fec "*|*" index "*) test -f "$TEXT" || {
+    *" re"*|*" fec"*|*" index "*) test -f "$TEXT" || {
         echo "bench-services-switch.sh: --text FILE needed" >&2; exit 2; } ;;
 esac
 
@@ -184,6 +196,9 @@ actions() {
         re) echo "re_encode(peer=b$2,cache=64M),re_decode(peer=a$2,\
 cache=64M),output:p1" ;;
         fec) echo "fec_encode(k=10,m=4),fec_decode(),output:p1" ;;
+        re-enc) echo "re_encode(peer=b$2,cache=64M),output:p1" ;;
+        fec-enc) echo "fec_encode(k=10,m=4),output:p1" ;;
+        fec-dec) echo "fec_decode(group_timeout=1000),output:p1" ;;
         index) echo "gpu_index(store=bench),output:p1" ;;
     esac
 }
@@ -209,7 +224,7 @@ checks() {
                 /^  errors/ { e = $4 }
                 END { printf "matched %s dropped %s errors %s", m, d, e }' \
                 | tr -d , ;;
-        re)
+        re|re-enc)
             s=$(ovs-appctl gpu-re/show)
             echo "$s" | awk '
                 /^re_encode/ { w = "enc" } /^re_decode/ { w = "dec" }
@@ -219,7 +234,7 @@ checks() {
                 END { printf "saved %.1f%% undecodable %d errors %d",
                       i ? 100 * (i - o) / i : 0, u, e }' | tr -d ,
             ;;
-        fec)
+        fec|fec-*)
             s=$(ovs-appctl gpu-fec/show)
             echo "$s" | awk '
                 /^fec_encode/ { w = "enc" } /^fec_decode/ { w = "dec" }
@@ -256,14 +271,19 @@ check_row() {
     local why=
     $CHECK || return 0
     case $1 in
-        fec)
+        fec-enc)
+            echo "$3" | grep -q ' errors 0;' || why="fec errors"
+            echo "$3" | grep -q '^parity [1-9]' || why="$why, no parity"
+            echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
+                || why="$why, no packet made from the mbuf pool" ;;
+        fec|fec-dec)
             echo "$3" | grep -q ' errors 0;' || why="fec errors"
             echo "$3" | grep -q ' rebuilt 0 ' && why="$why, nothing rebuilt"
             echo "$3" | grep -q 'corrupt 0 of [1-9]' \
                 || why="$why, corrupt frames or none delivered"
             echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
                 || why="$why, no packet made from the mbuf pool" ;;
-        re)
+        re|re-enc)
             echo "$3" | grep -q 'undecodable 0 errors 0' \
                 || why="re undecodable frames or errors" ;;
         re-bridges)
@@ -337,6 +357,29 @@ cache=64M),output:p1"
     check_row re-bridges "$1" "$same"
 }
 
+# make_fec_coded: $RUN/fec-coded.pcap, the text trace sent once through
+# fec_encode as the link would carry it (data and parity frames), the
+# fec-dec rows' source; made once.
+make_fec_coded() {
+    local n last=0
+    test -s "$RUN/fec-coded.pcap" && return 0
+    SINK_DEVARGS="net_pcap9,tx_pcap=$RUN/fec-coded.pcap" \
+        N_PORTS=1 start_switch - gpu-device=cpu
+    # Coded frames are 26 bytes longer: the link's MTU must allow them.
+    ovs-vsctl set Interface p1 mtu_request=1600
+    ovs-ofctl del-flows br0
+    ovs-ofctl add-flow br0 "in_port=10,actions=$(actions fec-enc 0)"
+    N_PORTS=1 add_sources br0 "$RUN/text.pcap" 0
+    for i in $(seq 1 60); do
+        sleep 1
+        n=$(dp_tx p1)
+        test "$n" -gt 0 && test "$n" = "$last" && break
+        last=$n
+    done
+    stop_switch
+    mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-fec-coded.log"
+}
+
 # fec_corruption PCAP: sends p1's traffic to a pcap port for a second
 # and prints how many of the frames delivered are not, byte for byte, a
 # frame of PCAP (the input): what a wrong rebuild would deliver.
@@ -346,7 +389,7 @@ fec_corruption() {
     ovs-vsctl add-port br0 p2 -- set Interface p2 type=dpdk \
         options:dpdk-devargs="net_pcap9,tx_pcap=$out"
     ovs-ofctl del-flows br0
-    ovs-ofctl add-flow br0 "in_port=p0,actions=$(actions fec | \
+    ovs-ofctl add-flow br0 "in_port=p0,actions=$(actions $service 0 | \
         sed 's/output:p1$/output:p2/')"
     sleep 1
     ovs-ofctl del-flows br0
@@ -398,6 +441,7 @@ for N_PORTS in $PMDS; do
 for service in $SERVICES; do
     case $service in
         ids-*) pcap=$RUN/ids.pcap ;;
+        fec-dec) make_fec_coded; pcap=$RUN/fec-coded.pcap ;;
         *) pcap=$RUN/text.pcap ;;
     esac
     mean=$(mean_frame "$pcap")
@@ -421,11 +465,16 @@ for service in $SERVICES; do
                 sleep 0.1
             done ;;
         esac
+        case $service in fec-enc|fec-dec)
+            # Coded frames are 26 bytes longer than the MTU's 1500 (and
+            # fec-dec's none rows forward them coded).
+            ovs-vsctl set Interface p1 mtu_request=1600 ;;
+        esac
         add_flows $(test $backend = none && echo none || echo $service)
         flow_t0=$(date +%s.%N)
-        if test $service = fec && test $backend != none; then
-            ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null
-        fi
+        case $service,$backend in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
+            ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null ;;
+        esac
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
@@ -438,9 +487,10 @@ for service in $SERVICES; do
         if test $service = index && test $backend != none; then
             chk="$chk; $(query_time)"
         fi
-        if test $service = fec && test $backend != none; then
-            chk="$chk; $(fec_corruption "$pcap")"
-        fi
+        case $service,$backend in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
+            # Every frame delivered must be one of the original trace's.
+            chk="$chk; $(fec_corruption "$RUN/text.pcap")" ;;
+        esac
         test $backend = none && lat=-
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
@@ -450,7 +500,7 @@ for service in $SERVICES; do
             # While the traffic flows: perf does not stop the switch.
             if test $backend != none; then
                 case $service in
-                    fec|index) add_flows $service; sleep 1 ;;
+                    fec*|index) add_flows $service; sleep 1 ;;
                 esac
             fi
             {
@@ -477,8 +527,8 @@ for service in $SERVICES; do
                 case $service in
                     ids-*) ovs-appctl gpu-ids/show bench \
                                | awk 'NR <= 12 || /runtime calls|drop mode/' ;;
-                    re) ovs-appctl gpu-re/show ;;
-                    fec) ovs-appctl gpu-fec/show ;;
+                    re*) ovs-appctl gpu-re/show ;;
+                    fec*) ovs-appctl gpu-fec/show ;;
                     index) ovs-appctl gpu-index/show bench ;;
                 esac
                 grep -E 'WARN|ERR' "$RUN/ovs-vswitchd.log" | tail -5
