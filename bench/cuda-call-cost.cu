@@ -33,6 +33,14 @@ __global__ void spin(long long cycles, volatile int *flag) {
     if (flag) *flag = 1;
 }
 __global__ void nop() {}
+// Kernel parameters of the parity library's bitmatrix kernel (struct
+// kargs: 256 row pointers, 256 masks, 64 output pointers: ~4.6 KB) and
+// of a compact one (~1 KB): does the launch cost follow their size?
+struct big_args { const void *p[256]; unsigned long long m[256];
+                  void *o[64]; unsigned long long x[5]; };
+struct small_args { const void *p[64]; unsigned long long m[64]; };
+__global__ void nop_big(const big_args a, int *out) { if (a.x[0] == 1) *out = 1; }
+__global__ void nop_small(const small_args a, int *out) { if (a.m[0] == 1) *out = 1; }
 static double now_ns() {
     return std::chrono::duration<double, std::nano>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -92,6 +100,20 @@ int main() {
     t = now_ns();
     for (int i = 0; i < 10000; i++) nop<<<1,1,0,s>>>();
     printf("launch alone:              %.0f ns\n", (now_ns() - t) / 10000);
+    cudaStreamSynchronize(s);
+    {
+        static big_args big;
+        static small_args small;
+        t = now_ns();
+        for (int i = 0; i < 10000; i++) nop_big<<<1,1,0,s>>>(big, flag);
+        printf("launch, 4.6 KB arguments:  %.0f ns (%zu bytes)\n",
+               (now_ns() - t) / 10000, sizeof big);
+        cudaStreamSynchronize(s);
+        t = now_ns();
+        for (int i = 0; i < 10000; i++) nop_small<<<1,1,0,s>>>(small, flag);
+        printf("launch, 1 KB arguments:    %.0f ns (%zu bytes)\n",
+               (now_ns() - t) / 10000, sizeof small);
+    }
     cudaStreamSynchronize(s);
     // Round trip: copy in, nop, copy out, wait.
     t = now_ns();
