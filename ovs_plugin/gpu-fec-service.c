@@ -177,6 +177,13 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
 #define FEC_TIMEOUT_MAX 60000000                /* us */
 #define FEC_DEC_MAX_PACKETS_DEFAULT 4096
 #define FEC_DEC_MAX_BYTES_DEFAULT (16 * 1024 * 1024)
+/* Decoder calls of at most this many groups are rebuilt at once on the
+ * CPU, not submitted to the device (option cpu_max_groups=).  At 1% loss
+ * a call gathers 1-2 groups in gpu-max-hold-us; on the H100 machine a
+ * device call of them cost the PMD ~16 us of runtime calls, a CPU
+ * rebuild of one group a few us (ISA-L's gf8 ~1 us, the bitmatrix code
+ * ~5 us), so the device is worth it only when losses come in numbers. */
+#define FEC_DEC_CPU_MAX_GROUPS_DEFAULT 2
 
 /* A decoder's group. */
 struct fec_group {
@@ -231,6 +238,7 @@ struct fec_call {
 
     long long int start_us;     /* First group gathered, then submitted. */
     int status;                 /* Of the submission. */
+    bool on_cpu;                /* Decoder: rebuilt at once on the CPU. */
     size_t n_sent;              /* Groups whose packets went out. */
     size_t n_groups;
     struct fec_call_group groups[FEC_CALL_MAX_GROUPS];
@@ -246,6 +254,7 @@ struct fec_inst {
     bool code_auto;             /* Encoder: code=auto chose it. */
     long long int timeout_us;
     size_t max_packets, max_bytes;      /* Decoder. */
+    size_t cpu_max_groups;              /* Decoder. */
 
     struct ovs_mutex mutex;
     atomic_llong deadline_us;   /* Next timer, LLONG_MAX if none. */
@@ -324,6 +333,9 @@ struct fec_inst {
     size_t max_call_groups;
     size_t max_calls;           /* Most calls in flight at once. */
     uint64_t n_call_waits;      /* Calls waited for at FEC_MAX_CALLS. */
+    uint64_t n_cpu_calls;       /* Decoder: calls rebuilt at once on the
+                                 * CPU (cpu_max_groups)... */
+    uint64_t n_cpu_call_groups; /* ...and their groups. */
     uint64_t n_link_losses;     /* Decoder: "fec-loss" discards. */
     uint64_t n_timeouts;        /* Encoder: groups closed by the timeout. */
     uint64_t n_timeouts_held;   /* ...whose parity the timer could not send
@@ -473,9 +485,10 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
         "k=", "m=", "group_timeout=", "code=", NULL
     };
     static const char *const dec_keys[] = {
-        "group_timeout=", "max_packets=", "max_bytes=", NULL
+        "group_timeout=", "max_packets=", "max_bytes=", "cpu_max_groups=",
+        NULL
     };
-    const char *values[4];
+    const char *values[5];
     char buf[GPU_SERVICE_ARGS_MAX + 1];
     unsigned long long v;
     char *error;
@@ -530,6 +543,7 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
         inst->timeout_us = FEC_DEC_TIMEOUT_DEFAULT;
         inst->max_packets = FEC_DEC_MAX_PACKETS_DEFAULT;
         inst->max_bytes = FEC_DEC_MAX_BYTES_DEFAULT;
+        inst->cpu_max_groups = FEC_DEC_CPU_MAX_GROUPS_DEFAULT;
         if (values[0]) {
             error = fec_parse_uint("group_timeout", values[0], 1,
                                    FEC_TIMEOUT_MAX, &v);
@@ -554,6 +568,14 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
                 return error;
             }
             inst->max_bytes = v;
+        }
+        if (values[3]) {
+            error = fec_parse_uint("cpu_max_groups", values[3], 0,
+                                   FEC_CALL_MAX_GROUPS, &v);
+            if (error) {
+                return error;
+            }
+            inst->cpu_max_groups = v;
         }
     }
     return NULL;
@@ -818,6 +840,7 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
             call->n_sent = 0;
             call->n_groups = 0;
             call->n_erasure_ids = 0;
+            call->on_cpu = false;
             return call;
         }
         /* Another code's: the others kept are likely the same. */
@@ -860,6 +883,31 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
 
 static void fec_call_finish_oldest(struct fec_inst *);
 static void fec_encode_unplace(struct fec_inst *);
+
+/* Decoder: rebuilds the few groups of 'call', whose segments are set, at
+ * once with a CPU coder of its code (see FEC_DEC_CPU_MAX_GROUPS_DEFAULT).
+ * Returns false, leaving 'call' for the device, if there is no such
+ * coder. */
+static bool
+fec_call_rebuild_on_cpu(struct fec_inst *inst, struct fec_call *call)
+    OVS_REQUIRES(inst->mutex)
+{
+    struct gpu_parity *cpu = fec_coder_get(call->k, call->m, call->code,
+                                           true, true, NULL);
+
+    if (!cpu) {
+        return false;
+    }
+    call->status = gpu_parity_decode_segments(cpu, call->chunks,
+                                              call->chunks + call->k,
+                                              call->segs, call->n_groups);
+    call->on_cpu = true;
+    call->start_us = time_usec();
+    inst->code_impl[call->code] = gpu_parity_impl(cpu);
+    inst->n_cpu_calls++;
+    inst->n_cpu_call_groups += call->n_groups;
+    return true;
+}
 
 /* Decoder: the segments of 'call', one per group, each rebuilding the
  * group's lost data packets from the chunks it has. */
@@ -907,6 +955,14 @@ fec_call_submit(struct fec_inst *inst)
         fec_call_segments(call);
     }
     status = gpu_service_fault_take(GPU_FAULT_FEC);
+    if (!status && !inst->encoder && call->n_groups <= inst->cpu_max_groups
+        && fec_call_rebuild_on_cpu(inst, call)) {
+        /* Done already; it goes out after the calls before it. */
+        ovs_list_push_back(&inst->calls, &call->node);
+        inst->n_calls++;
+        inst->max_calls = MAX(inst->max_calls, inst->n_calls);
+        return;
+    }
     if (!status && inst->encoder) {
         status = gpu_parity_encode_submit(call->batch, NULL,
                                           (const uint8_t *const *)
@@ -996,6 +1052,9 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
 {
     int slow = gpu_service_test_knob(GPU_KNOB_FEC_SLOW);
 
+    if (call->on_cpu) {
+        return true;
+    }
     if (!wait && OVS_UNLIKELY(slow) && now - call->start_us < slow) {
         return false;
     }
@@ -2213,6 +2272,12 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     if (inst->n_runtime_calls) {
         ds_put_format(s, "  device runtime calls: %.1f per call\n",
                       (double) inst->n_runtime_calls / inst->n_calls_done);
+    }
+    if (inst->n_cpu_calls) {
+        ds_put_format(s, "  rebuilt at once on the CPU: %"PRIu64" calls, "
+                      "%"PRIu64" groups (cpu_max_groups=%"PRIuSIZE")\n",
+                      inst->n_cpu_calls, inst->n_cpu_call_groups,
+                      inst->cpu_max_groups);
     }
     ds_put_format(s, "  calls in flight: %"PRIuSIZE" (most %"PRIuSIZE"), "
                   "groups gathering: %"PRIuSIZE"\n", inst->n_calls,

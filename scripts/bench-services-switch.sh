@@ -80,6 +80,10 @@
 # other than its matches), naming each; "make check" runs the fec and re
 # pair so on the CPU backend with DPDK ports (check-dpdk-services).
 #
+# BENCH_FEC_DEC in the environment: more fec_decode arguments for the
+# fec and fec-dec rows, e.g. "cpu_max_groups=0" (every call to the
+# device).
+#
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
 #
@@ -195,10 +199,12 @@ actions() {
         ids-drop) echo "gpu_ids(ruleset=bench),output:p1" ;;
         re) echo "re_encode(peer=b$2,cache=64M),re_decode(peer=a$2,\
 cache=64M),output:p1" ;;
-        fec) echo "fec_encode(k=10,m=4),fec_decode(),output:p1" ;;
+        fec) echo "fec_encode(k=10,m=4),fec_decode(${BENCH_FEC_DEC:-}),\
+output:p1" ;;
         re-enc) echo "re_encode(peer=b$2,cache=64M),output:p1" ;;
         fec-enc) echo "fec_encode(k=10,m=4),output:p1" ;;
-        fec-dec) echo "fec_decode(group_timeout=1000),output:p1" ;;
+        fec-dec) echo "fec_decode(group_timeout=1000${BENCH_FEC_DEC:+,\
+$BENCH_FEC_DEC}),output:p1" ;;
         index) echo "gpu_index(store=bench),output:p1" ;;
     esac
 }
