@@ -2322,7 +2322,7 @@ gpu_fec_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     HMAP_FOR_EACH (c, node, &coders) {
         ds_put_format(&s, "  k=%u m=%u %s%s: %s on the %s\n", c->k, c->m,
                       gpu_parity_code_name(c->code),
-                      c->cpu ? " (device fallback)" : "",
+                      c->cpu ? " (for CPU rebuilds)" : "",
                       gpu_parity_impl(c->coder),
                       gpu_parity_backend_name(gpu_parity_backend(c->coder)));
     }
