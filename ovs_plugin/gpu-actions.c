@@ -285,6 +285,9 @@ static const struct {
     [GPU_KNOB_INDEX_QUERY_SLOW] = { "index-query-slow",
                                     "gpu-index queries start %d "
                                     "milliseconds late" },
+    [GPU_KNOB_PKT_HEAP] = { "pkt-heap",
+                            "one packet in %d that the services make "
+                            "comes from the heap (0: none)" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -373,7 +376,7 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|re-slow|fec-slow US | "
                                         "fec-loss PPM | index-query-slow "
-                                        "MS");
+                                        "MS | pkt-heap N");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);
@@ -962,10 +965,26 @@ gpu_service_packets_format(struct ds *s OVS_UNUSED)
 }
 #endif /* !DPDK_NETDEV */
 
+/* True if "pkt-heap N" says this packet comes from the heap. */
+static bool
+gpu_pkt_heap_forced(void)
+{
+    static atomic_uint count;
+    int n = gpu_service_test_knob(GPU_KNOB_PKT_HEAP);
+    unsigned int i;
+
+    if (OVS_LIKELY(!n)) {
+        return false;
+    }
+    atomic_add_relaxed(&count, 1, &i);
+    return i % n == 0;
+}
+
 struct dp_packet *
 gpu_service_packet_new(size_t size, odp_port_t in_port)
 {
-    struct dp_packet *packet = gpu_pkt_from_pool(size, in_port);
+    struct dp_packet *packet = (gpu_pkt_heap_forced() ? NULL
+                                : gpu_pkt_from_pool(size, in_port));
 
     if (packet) {
         COVERAGE_INC(gpu_service_pkt_mbuf);

@@ -210,13 +210,19 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *
  *   index-query-slow MS: every gpu-index/query waits MS milliseconds in
  *   its thread before it runs, so that a test sees the main loop go on
- *   while a long query runs. */
+ *   while a long query runs.
+ *
+ *   pkt-heap N: one packet in N that the services make comes from the
+ *   heap although the mbuf pool has room, so that batches mix mbufs and
+ *   heap packets (the path of an empty pool or a frame too large) under
+ *   a test's traffic; 0 stops it. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
     GPU_KNOB_FEC_SLOW,
     GPU_KNOB_FEC_LOSS,
     GPU_KNOB_INDEX_QUERY_SLOW,
+    GPU_KNOB_PKT_HEAP,
     GPU_KNOB_N
 };
 

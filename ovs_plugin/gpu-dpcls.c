@@ -1634,8 +1634,8 @@ gpu_dpcls_inject_fault_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
         unixctl_command_reply_error(conn, "unknown fault (use dpcls, "
                                     "dpcls-nomem, dpcls-slow, ids, re, "
                                     "fec, index, ids-slow, re-slow, "
-                                    "fec-slow, fec-loss or "
-                                    "index-query-slow)");
+                                    "fec-slow, fec-loss, "
+                                    "index-query-slow or pkt-heap)");
         return;
     }
     if (!str_to_int(argv[2], 10, &n) || n < 0) {
@@ -1670,7 +1670,7 @@ gpu_dpcls_init(void)
                              "ids|re|fec|index launch|nomem N | "
                              "ids-slow|re-slow|fec-slow US | "
                              "fec-loss PPM | index-query-slow MS | "
-                             "index-disk-full BYTES|off", 2, 3,
+                             "index-disk-full BYTES|off | pkt-heap N", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

@@ -84,6 +84,11 @@
 # fec and fec-dec rows, e.g. "cpu_max_groups=0" (every call to the
 # device).
 #
+# BENCH_PKT_HEAP=N in the environment: one packet in N that the services
+# make comes from the heap, not the mbuf pool (gpu/inject-fault pkt-heap,
+# test only), so that batches mix the two; with --check the fec rows
+# must then show both.
+#
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
 #
@@ -271,6 +276,15 @@ checks() {
     esac
 }
 
+# check_heap CHECKS: with BENCH_PKT_HEAP, some of the fec rows' packets
+# must have come from the heap too (adds to check_row's 'why').
+check_heap() {
+    if test -n "${BENCH_PKT_HEAP:-}"; then
+        echo "$1" | grep -q 'mbufs [1-9][0-9]* heap' \
+            || why="$why, no packet from the heap (BENCH_PKT_HEAP)"
+    fi
+}
+
 # check_row SERVICE BACKEND CHECKS: with --check, adds to FAILED what
 # CHECKS (the row's "checks" column) shows went wrong.
 check_row() {
@@ -281,14 +295,16 @@ check_row() {
             echo "$3" | grep -q ' errors 0;' || why="fec errors"
             echo "$3" | grep -q '^parity [1-9]' || why="$why, no parity"
             echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
-                || why="$why, no packet made from the mbuf pool" ;;
+                || why="$why, no packet made from the mbuf pool"
+            check_heap "$3" ;;
         fec|fec-dec)
             echo "$3" | grep -q ' errors 0;' || why="fec errors"
             echo "$3" | grep -q ' rebuilt 0 ' && why="$why, nothing rebuilt"
             echo "$3" | grep -q 'corrupt 0 of [1-9]' \
                 || why="$why, corrupt frames or none delivered"
             echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
-                || why="$why, no packet made from the mbuf pool" ;;
+                || why="$why, no packet made from the mbuf pool"
+            check_heap "$3" ;;
         re|re-enc)
             echo "$3" | grep -q 'undecodable 0 errors 0' \
                 || why="re undecodable frames or errors" ;;
@@ -481,6 +497,9 @@ for service in $SERVICES; do
         case $service,$backend in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
             ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null ;;
         esac
+        if test -n "${BENCH_PKT_HEAP:-}"; then
+            ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
+        fi
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
