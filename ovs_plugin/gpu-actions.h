@@ -38,9 +38,9 @@
 #include "gpu-service.h"
 #include "gpu_runtime/gpu-runtime.h"
 #include "openvswitch/list.h"
+#include "ovs-atomic.h"
 
 struct ds;
-#include "ovs-atomic.h"
 
 /* What the executor found in one packet. */
 struct gpu_service_packet {

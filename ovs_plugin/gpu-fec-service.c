@@ -885,11 +885,12 @@ static void fec_call_finish_oldest(struct fec_inst *);
 static void fec_encode_unplace(struct fec_inst *);
 
 /* Decoder: rebuilds the few groups of 'call', whose segments are set, at
- * once with a CPU coder of its code (see FEC_DEC_CPU_MAX_GROUPS_DEFAULT).
- * Returns false, leaving 'call' for the device, if there is no such
- * coder. */
+ * once with a CPU coder of its code (see FEC_DEC_CPU_MAX_GROUPS_DEFAULT),
+ * into '*status'.  Returns false, leaving 'call' for the device, if there
+ * is no such coder. */
 static bool
-fec_call_rebuild_on_cpu(struct fec_inst *inst, struct fec_call *call)
+fec_call_rebuild_on_cpu(struct fec_inst *inst, struct fec_call *call,
+                        int *status)
     OVS_REQUIRES(inst->mutex)
 {
     struct gpu_parity *cpu = fec_coder_get(call->k, call->m, call->code,
@@ -898,11 +899,10 @@ fec_call_rebuild_on_cpu(struct fec_inst *inst, struct fec_call *call)
     if (!cpu) {
         return false;
     }
-    call->status = gpu_parity_decode_segments(cpu, call->chunks,
-                                              call->chunks + call->k,
-                                              call->segs, call->n_groups);
+    *status = gpu_parity_decode_segments(cpu, call->chunks,
+                                         call->chunks + call->k,
+                                         call->segs, call->n_groups);
     call->on_cpu = true;
-    call->start_us = time_usec();
     inst->code_impl[call->code] = gpu_parity_impl(cpu);
     inst->n_cpu_calls++;
     inst->n_cpu_call_groups += call->n_groups;
@@ -956,37 +956,33 @@ fec_call_submit(struct fec_inst *inst)
     }
     status = gpu_service_fault_take(GPU_FAULT_FEC);
     if (!status && !inst->encoder && call->n_groups <= inst->cpu_max_groups
-        && fec_call_rebuild_on_cpu(inst, call)) {
+        && fec_call_rebuild_on_cpu(inst, call, &status)) {
         /* Done already; it goes out after the calls before it. */
-        ovs_list_push_back(&inst->calls, &call->node);
-        inst->n_calls++;
-        inst->max_calls = MAX(inst->max_calls, inst->n_calls);
-        return;
-    }
-    if (!status && inst->encoder) {
-        status = gpu_parity_encode_submit(call->batch, NULL,
-                                          (const uint8_t *const *)
-                                          call->chunks,
-                                          call->chunks + call->k,
-                                          call->size);
-    } else if (!status) {
-        status = gpu_parity_decode_submit_segments(call->batch, NULL,
-                                                   call->chunks,
-                                                   call->chunks + call->k,
-                                                   call->segs,
-                                                   call->n_groups);
-    }
-    if (!status) {
-        inst->n_runtime_calls += gpu_parity_batch_runtime_calls(call->batch);
+    } else {
+        if (!status && inst->encoder) {
+            status = gpu_parity_encode_submit(call->batch, NULL,
+                                              (const uint8_t *const *)
+                                              call->chunks,
+                                              call->chunks + call->k,
+                                              call->size);
+        } else if (!status) {
+            status = gpu_parity_decode_submit_segments(
+                call->batch, NULL, call->chunks, call->chunks + call->k,
+                call->segs, call->n_groups);
+        }
+        if (!status) {
+            inst->n_runtime_calls
+                += gpu_parity_batch_runtime_calls(call->batch);
+        }
+        inst->n_calls_done++;
+        inst->n_call_groups += call->n_groups;
+        inst->max_call_groups = MAX(inst->max_call_groups, call->n_groups);
     }
     call->status = status;
     call->start_us = time_usec();
     ovs_list_push_back(&inst->calls, &call->node);
     inst->n_calls++;
     inst->max_calls = MAX(inst->max_calls, inst->n_calls);
-    inst->n_calls_done++;
-    inst->n_call_groups += call->n_groups;
-    inst->max_call_groups = MAX(inst->max_call_groups, call->n_groups);
 }
 
 /* Returns room for a closed group of 'cs'-byte chunks of 'coder' in the

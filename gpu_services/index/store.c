@@ -1242,12 +1242,6 @@ stop_thread(struct gpu_index_recorder *r, bool *stop, pthread_t thread)
     pthread_join(thread, NULL);
 }
 
-static void
-stop_io(struct gpu_index_recorder *r)
-{
-    stop_thread(r, &r->io_stop, r->io_thread);
-}
-
 /* For segment 's', whose pcap a failed write left short at
  * s->pcap_flushed bytes: keeps the records whole in the file (they are
  * the first ones: the file is written in order) and cuts the file after
@@ -1257,20 +1251,14 @@ static void
 keep_written(struct gpu_index_recorder *r, struct seg_recs *s)
 {
     uint32_t k = s->n_recs;
-    uint64_t end = 0;
+    uint64_t end;
 
-    while (k > 0) {
-        const struct gpu_index_record *rec = &s->recs[k - 1];
-
-        end = s->offs[k - 1] + 16 + rec->cap_len;
-        if (end <= s->pcap_flushed) {
-            break;
-        }
+    /* A record's bytes: its 16-byte pcap header and what was captured. */
+    while (k > 0
+           && s->offs[k - 1] + 16 + s->recs[k - 1].cap_len > s->pcap_flushed) {
         k--;
     }
-    if (!k) {
-        end = 0;
-    }
+    end = k ? s->offs[k - 1] + 16 + s->recs[k - 1].cap_len : 0;
     if (ftruncate(s->pcap_fd, end)) {
         /* The index names only the whole records before 'end' anyway. */
         fprintf(stderr, "gpu-index: segment %"PRIu64": cutting the pcap: "
@@ -1373,11 +1361,6 @@ indexer(void *r_)
     return NULL;
 }
 
-static void
-stop_indexer(struct gpu_index_recorder *r)
-{
-    stop_thread(r, &r->idx_stop, r->indexer);
-}
 
 /* Closes the open segment, if any: hands its last bytes to the I/O
  * thread, which hands the segment to the indexer once they are written,
@@ -2064,7 +2047,7 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
     if (pthread_create(&r->io_thread, NULL, io_thread, r)) {
         set_err(err, err_size, "cannot start the I/O thread");
         error = GPU_ERR_NOMEM;
-        stop_indexer(r);
+        stop_thread(r, &r->idx_stop, r->indexer);
         destroy_builders(r);
         gpu_index_segment_index_free(&r->seg);
         goto fail;
@@ -2072,8 +2055,8 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
     if (pthread_create(&r->thread, NULL, worker, r)) {
         set_err(err, err_size, "cannot start the worker thread");
         error = GPU_ERR_NOMEM;
-        stop_io(r);
-        stop_indexer(r);
+        stop_thread(r, &r->io_stop, r->io_thread);
+        stop_thread(r, &r->idx_stop, r->indexer);
         destroy_builders(r);
         gpu_index_segment_index_free(&r->seg);
         goto fail;
@@ -2130,8 +2113,8 @@ gpu_index_recorder_destroy(struct gpu_index_recorder *r)
     gpu_index_recorder_flush(r);
     atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
-    stop_io(r);
-    stop_indexer(r);
+    stop_thread(r, &r->io_stop, r->io_thread);
+    stop_thread(r, &r->idx_stop, r->indexer);
     destroy_builders(r);
     gpu_index_segment_index_free(&r->seg);
     pthread_mutex_destroy(&r->mutex);
