@@ -71,7 +71,10 @@
 # --repeat R: each service's rows (none, then the backends) R times over,
 # each "vs none" against the no-service run just before it: on a virtual
 # machine the no-service rate itself moves by up to 40% from one run to
-# the next, so a ratio is worth as much as its neighbours agree.
+# the next (on the H100 machine, 2.2 to 4.8 Mpps minutes apart), so a
+# ratio is worth as much as its neighbours agree.  With R > 1 the end
+# prints each row's medians: Mpps, "vs none", and the median rate over
+# the no-service median.
 #
 # --check: a test, not only a benchmark: exits 1 if a service's checks
 # found what must not happen (a corrupt fec frame or none delivered, no
@@ -88,6 +91,9 @@
 # make comes from the heap, not the mbuf pool (gpu/inject-fault pkt-heap,
 # test only), so that batches mix the two; with --check the fec rows
 # must then show both.
+#
+# BENCH_HUGEPAGES=yes in the environment: DPDK's memory in 2 MB
+# hugepages (switch-bench-lib.sh), as a deployment runs it.
 #
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
@@ -456,9 +462,13 @@ query_time() {
         "$(test -n "$long" && echo "$long ms" || echo -)"
 }
 
+echo "# DPDK memory: $(test "${BENCH_HUGEPAGES:-no}" = yes \
+    && echo '2 MB hugepages' || echo '4 kB pages (--no-huge)'); \
+transparent hugepages: $(cat /sys/kernel/mm/transparent_hugepage/enabled \
+    2>/dev/null || echo unknown); $COUNT frames" | tee ${OUTFILE:+"$OUTFILE"}
 fmt='%-10s %-5s %4s %8s %8s %8s %8s %9s  %s\n'
 printf "$fmt" service back pmds "Mpps in" "Mpps out" Gbit/s "vs none" \
-    "call us" "checks" | tee ${OUTFILE:+"$OUTFILE"}
+    "call us" "checks" | tee ${OUTFILE:+-a "$OUTFILE"}
 for N_PORTS in $PMDS; do
 for service in $SERVICES; do
     case $service in
@@ -520,6 +530,7 @@ for service in $SERVICES; do
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
+        echo "$service $backend $N_PORTS $mpps_in $vs" >> "$RUN/rates"
         test $backend = none || check_row $service $backend "$chk"
         if test -n "${BENCH_PERF:-}"; then
             # While the traffic flows: perf does not stop the switch.
@@ -570,6 +581,37 @@ case " $SERVICES " in *" re "*)
         case $backend in cuda) verify_re 0 ;; cpu) verify_re cpu ;; esac
     done ;;
 esac
+if test "$REPEAT" -gt 1; then
+    # Medians over the repeats: the no-service rate of one run can be far
+    # from the next's (a shared host), so one run's ratio says little.
+    echo "medians of $REPEAT runs: Mpps in, then each run's \"vs none\"," \
+        "then the service's median over the no-service median:" \
+        | tee -a ${OUTFILE:+"$OUTFILE"}
+    awk '
+        function median(list,    n, v, i, j, t) {
+            n = split(list, v, " ")
+            for (i = 2; i <= n; i++)
+                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+                    t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+                }
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        }
+        {
+            key = $1 " " $2 " " $3
+            if (!(key in rate)) order[++n] = key
+            rate[key] = rate[key] " " $4
+            vs[key] = vs[key] " " $5
+        }
+        END {
+            for (i = 1; i <= n; i++) {
+                split(order[i], f, " ")
+                m = median(rate[order[i]])
+                none = median(rate[f[1] " none " f[3]])
+                printf "%-10s %-5s %4s %8.3f %8.2f %8.2f\n", f[1], f[2], \
+                    f[3], m, median(vs[order[i]]), (none > 0 ? m / none : 0)
+            }
+        }' "$RUN/rates" | tee -a ${OUTFILE:+"$OUTFILE"}
+fi
 others=
 test -f "$RUN/text.pcap" && others=", others $(mean_frame "$RUN/text.pcap")"
 echo "mean frames: ids $(mean_frame "$RUN/ids.pcap")$others bytes on the" \

@@ -1,5 +1,6 @@
 # Shared by the switch benchmarks (bench-dpcls-switch.sh,
-# bench-ids-switch.sh): one ovs-vswitchd with DPDK without hugepages, one
+# bench-ids-switch.sh): one ovs-vswitchd with DPDK (without hugepages
+# unless BENCH_HUGEPAGES=yes), one
 # PMD thread on the last core, port p0 a net_pcap replaying a pcap
 # forever, p1 a net_null sink (as in docs/BASELINES.md).  Sourced,
 # not run.
@@ -10,6 +11,12 @@
 # The run's folder (and gpu_index's stores, inside it) is made in TMPDIR
 # (default /tmp): TMPDIR=/dev/shm tells a disk-bound recorder from one
 # that is not.
+#
+# BENCH_HUGEPAGES=yes in the environment: DPDK's memory (its mbuf pools,
+# the services' packet pool, net_pcap's copy of the trace) in 2 MB
+# hugepages, as OVS-DPDK runs in production, instead of --no-huge's 4 kB
+# pages; the pages are reserved and hugetlbfs mounted here if need be,
+# and the benchmark fails if they cannot be.  Default: no.
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/ovsgpu-bench.XXXXXX")
 export OVS_RUNDIR=$RUN OVS_LOGDIR=$RUN OVS_DBDIR=$RUN OVS_SYSCONFDIR=$RUN
@@ -24,6 +31,42 @@ bench_cleanup() {
     rm -rf "/var/run/dpdk/ovsgpu-bench-$$"
 }
 trap bench_cleanup EXIT
+
+# dpdk_memory MB: DPDK's memory options for MB megabytes, in $dpdk_mem.
+dpdk_memory() {
+    local mb=$1 need free total
+    case ${BENCH_HUGEPAGES:-no} in
+    no)
+        dpdk_mem="--no-huge --legacy-mem -m $mb" ;;
+    yes)
+        need=$((mb / 2 + 32))
+        if ! grep -qs ' hugetlbfs ' /proc/mounts; then
+            mkdir -p /dev/hugepages
+            mount -t hugetlbfs nodev /dev/hugepages || {
+                echo "BENCH_HUGEPAGES=yes: hugetlbfs cannot be mounted" >&2
+                return 1
+            }
+        fi
+        free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+        if test "$free" -lt "$need"; then
+            total=$(awk '/^HugePages_Total:/ { print $2 }' /proc/meminfo)
+            echo $((total + need - free)) > /proc/sys/vm/nr_hugepages \
+                2>/dev/null || true
+            free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+        fi
+        if test "$free" -lt "$need"; then
+            echo "BENCH_HUGEPAGES=yes: $free free 2 MB pages, $need" \
+                 "needed" >&2
+            return 1
+        fi
+        # Unlinked once mapped, so that they go back when the switch
+        # exits, however it exits.
+        dpdk_mem="--legacy-mem --huge-unlink -m $mb" ;;
+    *)
+        echo "BENCH_HUGEPAGES: yes or no, not $BENCH_HUGEPAGES" >&2
+        return 1 ;;
+    esac
+}
 
 ncores=$(nproc)
 # The PMD on the last core, away from the main thread; with N_PORTS
@@ -56,9 +99,10 @@ start_switch() {
     ovsdb-server "$RUN/conf.db" --remote=punix:"$RUN/db.sock" --pidfile \
         --detach --log-file
     ovs-vsctl --no-wait init
+    dpdk_memory $((2048 + 512 * n_ports))
     ovs-vsctl --no-wait set Open_vSwitch . \
         other_config:dpdk-init=true \
-        other_config:dpdk-extra="--no-huge --legacy-mem -m $((2048 + 512 * n_ports)) --no-pci --file-prefix=ovsgpu-bench-$$ $DPDK_PMD_ARGS" \
+        other_config:dpdk-extra="$dpdk_mem --no-pci --file-prefix=ovsgpu-bench-$$ $DPDK_PMD_ARGS" \
         other_config:pmd-cpu-mask=$pmd_mask \
         other_config:emc-insert-inv-prob=0 $settings
     ovs-vswitchd unix:"$RUN/db.sock" --pidfile --detach --log-file
