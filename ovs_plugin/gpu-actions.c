@@ -43,6 +43,7 @@
 #ifdef DPDK_NETDEV
 #include <rte_errno.h>
 #include <rte_mbuf.h>
+#include <rte_memory.h>
 #include <rte_mempool.h>
 #endif
 
@@ -726,6 +727,32 @@ gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst)
     return true;
 }
 
+size_t
+gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
+                                 const uint8_t **srcs)
+{
+    size_t n_in_place = 0;
+
+    b->data = dst;
+    b->offsets[0] = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct gpu_service_packet *p = &b->pkts[i];
+        const uint8_t *payload = ((const uint8_t *) dp_packet_data(p->packet)
+                                  + p->payload_ofs);
+
+        if (p->payload_len >= GPU_SERVICE_IN_PLACE_MIN
+            && gpu_host_readable_in_place(payload, p->payload_len)) {
+            srcs[i] = payload;
+            n_in_place++;
+        } else {
+            srcs[i] = NULL;
+            memcpy(dst + b->offsets[i], payload, p->payload_len);
+        }
+        b->offsets[i + 1] = b->offsets[i] + p->payload_len;
+    }
+    return n_in_place;
+}
+
 static void
 gpu_actions_execute(enum gpu_service_type type, const char *args,
                     struct dp_packet_batch *batch, bool may_steal,
@@ -940,11 +967,87 @@ void
 gpu_service_packets_format(struct ds *s)
 {
     struct rte_mempool *mp;
+    size_t n_ranges, n_bytes;
 
     atomic_read_explicit(&pkt_pool, &mp, memory_order_acquire);
     if (mp) {
         ds_put_format(s, "  service packets: mbuf pool of %u, %u free\n",
                       mp->size, rte_mempool_avail_count(mp));
+    }
+    gpu_host_registered_totals(&n_ranges, &n_bytes);
+    if (n_ranges) {
+        ds_put_format(s, "  packet memory the device reads in place: "
+                      "%"PRIuSIZE" MB in %"PRIuSIZE" ranges\n",
+                      n_bytes >> 20, n_ranges);
+    }
+}
+
+/* Virtually contiguous DPDK memory, gathered from its segments. */
+struct gpu_mem_walk {
+    uintptr_t start, end;
+    int device;
+    size_t n_ranges, n_bytes;
+    int status;                 /* The first failure. */
+};
+
+static void
+gpu_mem_walk_flush(struct gpu_mem_walk *w)
+{
+    if (w->end > w->start) {
+        int status = gpu_host_register((void *) w->start, w->end - w->start,
+                                       w->device);
+
+        if (!status) {
+            w->n_ranges++;
+            w->n_bytes += w->end - w->start;
+        } else if (!w->status) {
+            w->status = status;
+        }
+    }
+    w->start = w->end = 0;
+}
+
+static int
+gpu_mem_walk_seg(const struct rte_memseg_list *msl OVS_UNUSED,
+                 const struct rte_memseg *ms, void *w_)
+{
+    struct gpu_mem_walk *w = w_;
+
+    if (w->end && w->end == (uintptr_t) ms->addr) {
+        w->end += ms->len;
+    } else {
+        gpu_mem_walk_flush(w);
+        w->start = (uintptr_t) ms->addr;
+        w->end = w->start + ms->len;
+    }
+    return 0;
+}
+
+void
+gpu_service_register_packet_memory(int device)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct gpu_mem_walk w = { .device = device };
+    long long int start = time_msec();
+    static bool done;
+
+    if (done || !dpdk_available()) {
+        return;
+    }
+    /* Once: DPDK memory allocated later (without --legacy-mem) is not
+     * registered, so its packets' payloads are copied. */
+    done = true;
+    rte_memseg_walk(gpu_mem_walk_seg, &w);
+    gpu_mem_walk_flush(&w);
+    if (w.status) {
+        VLOG_WARN_RL(&rl, "DPDK memory not registered with the device (%s): "
+                     "services copy every payload for it",
+                     gpu_status_string(w.status));
+    } else {
+        VLOG_INFO("DPDK memory (%"PRIuSIZE" MB in %"PRIuSIZE" ranges) "
+                  "registered with device %d in %lld ms: held packets' "
+                  "payloads are read in place", w.n_bytes >> 20, w.n_ranges,
+                  device, time_msec() - start);
     }
 }
 #else /* !DPDK_NETDEV */
@@ -961,6 +1064,11 @@ gpu_pkt_from_pool(size_t size OVS_UNUSED, odp_port_t in_port OVS_UNUSED)
 
 void
 gpu_service_packets_format(struct ds *s OVS_UNUSED)
+{
+}
+
+void
+gpu_service_register_packet_memory(int device OVS_UNUSED)
 {
 }
 #endif /* !DPDK_NETDEV */

@@ -154,6 +154,27 @@ void gpu_service_parse_packet(struct dp_packet *packet,
  * batch is left unstaged). */
 bool gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst);
 
+/* Payloads shorter than this are copied even where the device could read
+ * them in place: a descriptor costs as much as their copy. */
+#define GPU_SERVICE_IN_PLACE_MIN 64
+
+/* As gpu_service_batch_stage() into 'dst', for a batch whose packets wait
+ * until the device has read them (held): a payload of at least
+ * GPU_SERVICE_IN_PLACE_MIN bytes in memory the device reads in place
+ * (gpu_host_readable_in_place(): DPDK's, once
+ * gpu_service_register_packet_memory() ran) is not copied, and 'srcs[i]'
+ * points at it; the others are copied and their 'srcs[i]' is NULL.  The
+ * offsets are laid out as if all were copied.  Returns how many are in
+ * place. */
+size_t gpu_service_batch_stage_in_place(struct gpu_service_batch *b,
+                                        uint8_t *dst, const uint8_t **srcs);
+
+/* Registers DPDK's memory, where packets' mbufs are, with CUDA device
+ * 'device' so that services may give the device payloads in place
+ * (gpu_host_register()); logs what it did.  Main thread; a no-op without
+ * DPDK or if done already. */
+void gpu_service_register_packet_memory(int device);
+
 /* Parses a service's arguments "key=value,flag,..." (already checked for
  * syntax by OVS) against 'keys', a NULL-terminated list of the keys the
  * service knows, each written "name=" if it takes a value and "name" if it

@@ -87,6 +87,8 @@ struct ids_ruleset {
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
+    atomic_uint64_t n_in_place; /* Drop mode: payloads the device read
+                                 * where they were, not copied. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -231,6 +233,8 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
         return NULL;
     }
     if (gpu_ids_matcher_backend(r->matcher) != GPU_IDS_BACKEND_CPU) {
+        /* So that drop mode's held packets go to the device in place. */
+        gpu_service_register_packet_memory(cuda_device);
         mcfg.backend = GPU_IDS_BACKEND_CPU;
         error = gpu_ids_matcher_create(r->rs, &mcfg, &r->cpu_matcher);
         if (error) {
@@ -519,6 +523,11 @@ struct ids_gather {
 
     struct ids_alert_info info[IDS_GATHER_PACKETS];
     bool dropping[IDS_GATHER_PACKETS];  /* Held: matched means dropped. */
+    /* Held packets' payloads the device reads where they are (else NULL:
+     * copied into 'data'), 'n_in_place' of them: their packets wait for
+     * the scan, so their mbufs cannot be reused before it. */
+    const uint8_t *srcs[IDS_GATHER_PACKETS];
+    size_t n_in_place;
     size_t n;
     size_t n_dropping;              /* Entries of 'dropping' set. */
     long long int first_ms;         /* When its first packet came. */
@@ -608,6 +617,7 @@ ids_gather_failed(struct ids_gather *g, int status)
     ids_gather_set_ready(g, false);
     g->n = 0;
     g->n_dropping = 0;
+    g->n_in_place = 0;
 }
 
 /* Completes 'g''s scan, whose device call ended with 'status' (or could
@@ -618,6 +628,13 @@ ids_gather_complete(void *g_, int status)
     struct ids_gather *g = g_;
 
     if (gpu_service_is_device_error(status)) {
+        for (size_t i = 0; g->n_in_place && i < g->n; i++) {
+            if (g->srcs[i]) {
+                /* Their packets are still held. */
+                memcpy(g->data + g->offsets[i], g->srcs[i],
+                       g->offsets[i + 1] - g->offsets[i]);
+            }
+        }
         status = ids_match_on_cpu(g->r, status, g->data, g->offsets, g->hdrs,
                                   g->n, g->verdicts);
     }
@@ -627,9 +644,11 @@ ids_gather_complete(void *g_, int status)
         gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
         ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
                     g->n_dropping ? g->dropping : NULL, NULL);
+        gpu_counter_add(&g->r->n_in_place, g->n_in_place);
         ids_gather_set_ready(g, true);
         g->n = 0;
         g->n_dropping = 0;
+        g->n_in_place = 0;
     }
 }
 
@@ -646,8 +665,9 @@ ids_gather_start(void *g_)
 {
     struct ids_gather *g = g_;
 
-    return gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
-                          g->n, g->verdicts);
+    return gpu_ids_submit_in_place(g->batch, NULL, g->data, g->offsets,
+                                   g->n_in_place ? g->srcs : NULL, g->hdrs,
+                                   g->n, g->verdicts);
 }
 
 static int
@@ -855,9 +875,15 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
         gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
-    /* The payloads' one copy: straight into the gather's pinned
-     * buffer. */
-    gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
+    /* The payloads' one copy: straight into the gather's pinned buffer;
+     * held ones the device can read where they are, not at all. */
+    if (h && gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
+        g->n_in_place += gpu_service_batch_stage_in_place(
+            b, g->data + g->offsets[g->n], g->srcs + g->n);
+    } else {
+        gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
+        memset(g->srcs + g->n, 0, b->n * sizeof g->srcs[0]);
+    }
     for (size_t i = 0; i < b->n; i++) {
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
@@ -1140,6 +1166,11 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "verdicts, %"PRIu64" scanned at once (could not be "
                   "held)\n", read_counter(&r->n_held),
                   read_counter(&r->n_not_held));
+    if (gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
+        ds_put_format(s, "  payloads read in place by the device (held, "
+                      "in DPDK memory): %"PRIu64"\n",
+                      read_counter(&r->n_in_place));
+    }
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
     ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "

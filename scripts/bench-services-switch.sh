@@ -560,9 +560,11 @@ for service in $SERVICES; do
                 echo "=== $service $backend, $N_PORTS PMDs: $a"
                 ovs-appctl dpif-netdev/pmd-stats-show
                 echo "$show"
+                grep -E "registered with device|not registered" \
+                    "$RUN/ovs-vswitchd.log" || true
                 case $service in
                     ids-*) ovs-appctl gpu-ids/show bench \
-                               | awk 'NR <= 12 || /runtime calls|drop mode/' ;;
+                               | awk 'NR <= 12 || /runtime calls|drop mode|in place/' ;;
                     re*) ovs-appctl gpu-re/show ;;
                     fec*) ovs-appctl gpu-fec/show ;;
                     index) ovs-appctl gpu-index/show bench ;;
