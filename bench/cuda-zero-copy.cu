@@ -95,6 +95,22 @@ now_ns()
         std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+/* 'bytes' of anonymous memory (4 kB pages, as DPDK's --no-huge), every
+ * page touched; exits if there is none. */
+static unsigned char *
+map_touched(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    memset(p, 1, bytes);
+    return (unsigned char *) p;
+}
+
 int
 main()
 {
@@ -113,13 +129,7 @@ main()
     CHECK(cudaFree(0));
     printf("context: %.1f ms\n", (now_ns() - t) / 1e6);
     size_t big_bytes = (size_t) 2560 << 20;
-    unsigned char *big = (unsigned char *) mmap(NULL, big_bytes,
-        PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (big == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
-    memset(big, 1, big_bytes);
+    unsigned char *big = map_touched(big_bytes);
     t = now_ns();
     CHECK(cudaHostRegister(big, big_bytes, cudaHostRegisterMapped
                                            | cudaHostRegisterPortable));
@@ -131,13 +141,7 @@ main()
     munmap(big, big_bytes);
 
     size_t pool_bytes = (size_t) SLOT * N_SLOTS;
-    unsigned char *pool = (unsigned char *) mmap(NULL, pool_bytes,
-        PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pool == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
-    memset(pool, 0, pool_bytes);
+    unsigned char *pool = map_touched(pool_bytes);
     t = now_ns();
     CHECK(cudaHostRegister(pool, pool_bytes,
                            cudaHostRegisterMapped | cudaHostRegisterPortable));
