@@ -1023,20 +1023,18 @@ gpu_mem_walk_seg(const struct rte_memseg_list *msl OVS_UNUSED,
     return 0;
 }
 
-void
-gpu_service_register_packet_memory(int device)
+/* Registers DPDK's memory with the device given as 'device_' (an
+ * intptr_t): pinning gigabytes takes about a second, which the main
+ * thread must not spend.  PMD threads copy payloads until the ranges are
+ * published (gpu_host_registered() is lock-free). */
+static void *
+gpu_register_packet_memory_main(void *device_)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    int device = (intptr_t) device_;
     struct gpu_mem_walk w = { .device = device };
     long long int start = time_msec();
-    static bool done;
 
-    if (done || !dpdk_available()) {
-        return;
-    }
-    /* Once: DPDK memory allocated later (without --legacy-mem) is not
-     * registered, so its packets' payloads are copied. */
-    done = true;
     rte_memseg_walk(gpu_mem_walk_seg, &w);
     gpu_mem_walk_flush(&w);
     if (w.status) {
@@ -1049,6 +1047,22 @@ gpu_service_register_packet_memory(int device)
                   "payloads are read in place", w.n_bytes >> 20, w.n_ranges,
                   device, time_msec() - start);
     }
+    return NULL;
+}
+
+void
+gpu_service_register_packet_memory(int device)
+{
+    static bool done;
+
+    if (done || !dpdk_available()) {
+        return;
+    }
+    /* Once: DPDK memory allocated later (without --legacy-mem) is not
+     * registered, so its packets' payloads are copied. */
+    done = true;
+    ovs_thread_create("gpu_register", gpu_register_packet_memory_main,
+                      (void *) (intptr_t) device);
 }
 #else /* !DPDK_NETDEV */
 void

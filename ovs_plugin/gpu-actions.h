@@ -171,8 +171,9 @@ size_t gpu_service_batch_stage_in_place(struct gpu_service_batch *b,
 
 /* Registers DPDK's memory, where packets' mbufs are, with CUDA device
  * 'device' so that services may give the device payloads in place
- * (gpu_host_register()); logs what it did.  Main thread; a no-op without
- * DPDK or if done already. */
+ * (gpu_host_register()), in a thread of its own (about a second for
+ * gigabytes); logs what it did.  Main thread; a no-op without DPDK or if
+ * done already. */
 void gpu_service_register_packet_memory(int device);
 
 /* Parses a service's arguments "key=value,flag,..." (already checked for
