@@ -15,8 +15,9 @@
 # BENCH_HUGEPAGES=yes in the environment: DPDK's memory (its mbuf pools,
 # the services' packet pool, net_pcap's copy of the trace) in 2 MB
 # hugepages, as OVS-DPDK runs in production, instead of --no-huge's 4 kB
-# pages; the pages are reserved and hugetlbfs mounted here if need be,
-# and the benchmark fails if they cannot be.  Default: no.
+# pages; the pages are reserved and hugetlbfs mounted here if need be
+# (and given back and unmounted at the end), and the benchmark fails if
+# they cannot be.  Default: no.
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/ovsgpu-bench.XXXXXX")
 export OVS_RUNDIR=$RUN OVS_LOGDIR=$RUN OVS_DBDIR=$RUN OVS_SYSCONFDIR=$RUN
@@ -29,6 +30,13 @@ bench_cleanup() {
         kill -9 "$(cat "$RUN/$p.pid" 2>/dev/null)" 2>/dev/null || true
     done
     rm -rf "/var/run/dpdk/ovsgpu-bench-$$"
+    # What dpdk_memory() reserved or mounted goes back.
+    if test -n "${hugepages_before:-}"; then
+        echo "$hugepages_before" > /proc/sys/vm/nr_hugepages || true
+    fi
+    if test -n "${hugetlbfs_mounted:-}"; then
+        umount /dev/hugepages || true
+    fi
 }
 trap bench_cleanup EXIT
 
@@ -46,10 +54,12 @@ dpdk_memory() {
                 echo "BENCH_HUGEPAGES=yes: hugetlbfs cannot be mounted" >&2
                 return 1
             }
+            hugetlbfs_mounted=1
         fi
         free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
         if test "$free" -lt "$need"; then
             total=$(awk '/^HugePages_Total:/ { print $2 }' /proc/meminfo)
+            hugepages_before=${hugepages_before:-$total}
             echo $((total + need - free)) > /proc/sys/vm/nr_hugepages \
                 2>/dev/null || true
             free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
