@@ -476,6 +476,33 @@ fec_parse_uint(const char *name, const char *value, unsigned long long min,
     return NULL;
 }
 
+/* An integer option: its name, range and default, and where it goes. */
+struct fec_option {
+    const char *name;
+    unsigned long long min, max, dflt;
+    unsigned long long *out;
+};
+
+/* Parses 'values[i]', if given, into '*opts[i].out', else sets its
+ * default, for the 'n' options of 'opts'. */
+static char *
+fec_parse_options(const struct fec_option *opts, size_t n,
+                  const char *const values[])
+{
+    for (size_t i = 0; i < n; i++) {
+        *opts[i].out = opts[i].dflt;
+        if (values[i]) {
+            char *error = fec_parse_uint(opts[i].name, values[i],
+                                         opts[i].min, opts[i].max,
+                                         opts[i].out);
+            if (error) {
+                return error;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* Parses the arguments of fec_encode ('encoder') or fec_decode into
  * 'inst''s options. */
 static char *
@@ -524,15 +551,15 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
                                     FEC_PACKETSIZE, err, sizeof err)) {
             return xstrdup(err);
         }
-        inst->timeout_us = FEC_ENC_TIMEOUT_DEFAULT;
-        if (values[2]) {
-            error = fec_parse_uint("group_timeout", values[2], 1,
-                                   FEC_TIMEOUT_MAX, &v);
-            if (error) {
-                return error;
-            }
-            inst->timeout_us = v;
+        const struct fec_option timeout = {
+            "group_timeout", 1, FEC_TIMEOUT_MAX, FEC_ENC_TIMEOUT_DEFAULT, &v
+        };
+
+        error = fec_parse_options(&timeout, 1, &values[2]);
+        if (error) {
+            return error;
         }
+        inst->timeout_us = v;
         inst->code_auto = !values[3] || !strcmp(values[3], "auto");
         if (!inst->code_auto
             && gpu_parity_code_parse(values[3], &inst->code)) {
@@ -540,43 +567,28 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
                              values[3]);
         }
     } else {
-        inst->timeout_us = FEC_DEC_TIMEOUT_DEFAULT;
-        inst->max_packets = FEC_DEC_MAX_PACKETS_DEFAULT;
-        inst->max_bytes = FEC_DEC_MAX_BYTES_DEFAULT;
-        inst->cpu_max_groups = FEC_DEC_CPU_MAX_GROUPS_DEFAULT;
-        if (values[0]) {
-            error = fec_parse_uint("group_timeout", values[0], 1,
-                                   FEC_TIMEOUT_MAX, &v);
-            if (error) {
-                return error;
-            }
-            inst->timeout_us = v;
-        }
-        if (values[1]) {
-            error = fec_parse_uint("max_packets", values[1], 1, 1 << 20,
-                                   &v);
-            if (error) {
-                return error;
-            }
-            inst->max_packets = v;
-        }
-        if (values[2]) {
+        unsigned long long timeout, max_packets, max_bytes, cpu_max_groups;
+        /* In dec_keys' order. */
+        const struct fec_option opts[] = {
+            { "group_timeout", 1, FEC_TIMEOUT_MAX, FEC_DEC_TIMEOUT_DEFAULT,
+              &timeout },
+            { "max_packets", 1, 1 << 20, FEC_DEC_MAX_PACKETS_DEFAULT,
+              &max_packets },
             /* Room for one largest frame at least. */
-            error = fec_parse_uint("max_bytes", values[2], 65536,
-                                   UINT64_C(1) << 32, &v);
-            if (error) {
-                return error;
-            }
-            inst->max_bytes = v;
+            { "max_bytes", 65536, UINT64_C(1) << 32,
+              FEC_DEC_MAX_BYTES_DEFAULT, &max_bytes },
+            { "cpu_max_groups", 0, FEC_CALL_MAX_GROUPS,
+              FEC_DEC_CPU_MAX_GROUPS_DEFAULT, &cpu_max_groups },
+        };
+
+        error = fec_parse_options(opts, ARRAY_SIZE(opts), values);
+        if (error) {
+            return error;
         }
-        if (values[3]) {
-            error = fec_parse_uint("cpu_max_groups", values[3], 0,
-                                   FEC_CALL_MAX_GROUPS, &v);
-            if (error) {
-                return error;
-            }
-            inst->cpu_max_groups = v;
-        }
+        inst->timeout_us = timeout;
+        inst->max_packets = max_packets;
+        inst->max_bytes = max_bytes;
+        inst->cpu_max_groups = cpu_max_groups;
     }
     return NULL;
 }

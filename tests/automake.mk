@@ -5,7 +5,7 @@
 # and the counts it reports about itself in results/, the only thing
 # scripts/test-summary reads (see there for why not the logs).
 LOG_COMPILER = $(SHELL) $(srcdir)/tests/layer-result run
-EXTRA_DIST += tests/layer-result tests/test-report.h
+EXTRA_DIST += tests/layer-result tests/ovs-testsuite-run tests/test-report.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-runtime

@@ -4,7 +4,9 @@
  * full of reassuring words is still a failure; passing layers pass; a
  * skip for an absent GPU is named with its reason and passes; a skip for
  * anything else, a layer that did not run, a record that contradicts its
- * exit status, and a failed "make check" all fail.  The summary once
+ * exit status, and a failed "make check" all fail.  A test of OVS's
+ * testsuite that fails once and passes when run again passes its layer
+ * and is named; one that fails twice fails it.  The summary once
  * called a failed DPDK smoke test a skip because its log said "0
  * skipped" about something else.
  *
@@ -329,6 +331,91 @@ test_prefixed_layer(void **state)
     build_destroy(&b);
 }
 
+/* Runs 'cmd' in the build directory with OVSGPU_RESULTS=results and
+ * returns its exit status. */
+static int
+run_in(struct build *b, const char *cmd)
+{
+    char full[2048];
+
+    snprintf(full, sizeof full, "cd '%s' && OVSGPU_RESULTS=results %s "
+             "> run.out 2>&1", b->dir, cmd);
+    int st = system(full);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* A stand-in for "make -C OVS_BUILDDIR check TESTSUITEFLAGS=..." that
+ * acts as OVS's testsuite of 10 tests would: test 7 fails
+ * the first time only, test 8 the first time and, with BROKEN=yes, the
+ * second too.  The first run must name the tests; the second must be a
+ * --recheck that keeps the job count and names none. */
+static const char *fake_make =
+    "t=$2/tests; flags=${4#TESTSUITEFLAGS=}\n"
+    "mkdir -p $t/testsuite.dir\n"
+    "case $flags in\n"
+    "'1 2 3 4 5 6 7 8 9 10 -j2')\n"
+    "    mkdir -p $t/testsuite.dir/7 $t/testsuite.dir/8\n"
+    "    { echo '  7: foo.at:20     flaky one   FAILED (foo.at:25)'\n"
+    "      echo '  8: foo.at:30     broken one  FAILED (foo.at:33)'\n"
+    "      echo '## Detailed failed tests. ##'\n"
+    "      echo 'the line looked for is not in the log yet'\n"
+    "    } > $t/testsuite.log\n"
+    "    exit 1 ;;\n"
+    "'--recheck -j2')\n"
+    "    rm -rf $t/testsuite.dir/7\n"
+    "    test \"$BROKEN\" = yes || rm -rf $t/testsuite.dir/8\n"
+    "    echo '  7: foo.at:20     flaky one   ok' > $t/testsuite.log\n"
+    "    test ! -d $t/testsuite.dir/8 ;;\n"
+    "*) echo \"unexpected flags: $flags\"; exit 99 ;;\n"
+    "esac\n";
+
+/* OVS's testsuite run through tests/ovs-testsuite-run: a test that fails
+ * once and passes the second time passes its layer and is named in the
+ * summary, with the first run's log kept; a test that fails twice fails
+ * the layer. */
+static void
+test_autotest_rerun(void **state)
+{
+    for (int broken = 0; broken < 2; broken++) {
+        char cmd[1024];
+        struct build b;
+
+        build_init(&b);
+        put(&b, "fake-make", fake_make);
+        put(&b, "ovs/.keep", "");
+        put(&b, "ovs/tests/.keep", "");
+        put(&b, "results/expected", "ovs-testsuite\n");
+        snprintf(cmd, sizeof cmd,
+                 "BROKEN=%s MAKE='sh ./fake-make' sh '%s/tests/"
+                 "ovs-testsuite-run' ovs first.log 1 2 3 4 5 6 7 8 9 10 -j2",
+                 broken ? "yes" : "no", OVSGPU_SRCDIR);
+        int status = run_in(&b, cmd);
+        assert_int_equal(status, broken ? 1 : 0);
+        snprintf(cmd, sizeof cmd, "sh '%s/tests/layer-result' autotest "
+                 "ovs-testsuite 'OVS testsuite' %d ovs/tests 10 first.log",
+                 OVSGPU_SRCDIR, status);
+        assert_int_equal(run_in(&b, cmd), 0);
+        summarize(&b, NULL);
+        if (broken) {
+            assert_failed(&b);
+            assert_non_null(strstr(b.last, "9 passed, 1 failed, 0 skipped"));
+            assert_null(strstr(b.out, "second run: test 8"));
+        } else {
+            assert_passed(&b);
+            assert_non_null(strstr(b.last, "10 passed, 0 failed, 0 skipped"));
+            assert_non_null(strstr(b.out, "second run: test 8"));
+        }
+        assert_non_null(strstr(b.out, "passed on a second run: test 7: "
+                               "flaky one (the first run's log: "
+                               "first.log)"));
+        /* The first run's log, printed for CI's output and kept. */
+        assert_int_equal(run_in(&b, "grep -q 'not in the log yet' "
+                                "first.log"), 0);
+        build_destroy(&b);
+    }
+}
+
 int
 main(void)
 {
@@ -340,6 +427,7 @@ main(void)
         cmocka_unit_test(test_skip_not_allowed),
         cmocka_unit_test(test_missing_and_make_status),
         cmocka_unit_test(test_prefixed_layer),
+        cmocka_unit_test(test_autotest_rerun),
     };
 
     return test_run_group("test-summary", tests);
