@@ -1805,19 +1805,40 @@ fec_link_loses(struct fec_inst *inst, int ppm)
     return x % 1000000 < (uint32_t) ppm;
 }
 
-/* Returns the FEC header of 'packet', or NULL if it is not a FEC packet. */
+/* VLAN tags a coded frame may carry between its MAC addresses and the FEC
+ * ethertype: the link between the two switches may be a VLAN (an output
+ * action after fec_encode pushing one, or a trunk), or a QinQ one. */
+#define FEC_MAX_VLAN_TAGS 2
+
+/* Returns the FEC header of 'packet', or NULL if it is not a FEC packet,
+ * and in '*hlen' the length of what is in front of the original frame:
+ * the link's Ethernet header with its VLAN tags, then the FEC header. */
 static const struct fec_hdr *
-fec_parse(const struct dp_packet *packet)
+fec_parse(const struct dp_packet *packet, size_t *hlen)
 {
     const uint8_t *d = dp_packet_data(packet);
+    size_t size = dp_packet_size(packet);
+    size_t ofs = 2 * ETH_ADDR_LEN;
     const struct fec_hdr *hdr;
 
-    if (packet->packet_type != htonl(PT_ETH)
-        || dp_packet_size(packet) < FEC_HLEN
-        || d[12] != (FEC_ETH_TYPE >> 8) || d[13] != (FEC_ETH_TYPE & 0xff)) {
+    if (packet->packet_type != htonl(PT_ETH)) {
         return NULL;
     }
-    hdr = (const struct fec_hdr *) (d + ETH_HEADER_LEN);
+    for (int n_tags = 0; ; n_tags++) {
+        if (size < ofs + 2 + sizeof *hdr) {
+            return NULL;
+        }
+        ovs_be16 type = htons((d[ofs] << 8) | d[ofs + 1]);
+        if (type == htons(FEC_ETH_TYPE)) {
+            break;
+        }
+        if (!eth_type_vlan(type) || n_tags == FEC_MAX_VLAN_TAGS) {
+            return NULL;
+        }
+        ofs += VLAN_HEADER_LEN;
+    }
+    hdr = (const struct fec_hdr *) (d + ofs + 2);
+    *hlen = ofs + 2 + sizeof *hdr;
     return hdr->magic == FEC_MAGIC ? hdr : NULL;
 }
 
@@ -1854,8 +1875,9 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
     fec_decode_expire(inst, now);
     fec_pending_flush(inst, out);
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
-        const struct fec_hdr *hdr = fec_parse(packet);
-        size_t len = dp_packet_size(packet) - FEC_HLEN;
+        size_t hlen;
+        const struct fec_hdr *hdr = fec_parse(packet, &hlen);
+        size_t len = hdr ? dp_packet_size(packet) - hlen : 0;
         struct fec_group *g;
 
         out->n_reserved = n_in - i - 1;
@@ -1906,7 +1928,7 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             fec_decode_make_room(inst, g, len);
         }
         g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
-                                    dp_packet_data(packet) + FEC_HLEN, len);
+                                    dp_packet_data(packet) + hlen, len);
         g->lens[idx] = len;
         inst->n_buffered++;
         inst->n_buffered_bytes += len;
@@ -1918,7 +1940,7 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             fec_drop(packet, out->may_steal);
         } else {
             g->n_have_data++;
-            dp_packet_resize_l2(packet, -(int) FEC_HLEN);
+            dp_packet_resize_l2(packet, -(int) hlen);
             out->pkts[out->n++] = packet;
             inst->n_packets++;
         }

@@ -200,6 +200,11 @@ fec_decode_input(const uint8_t *data, size_t size)
         }
     }
     run_batch(inst, pkts, n, now, NULL, NULL);
+    /* Groups are rebuilt in calls, which a thread's poll finishes: so
+     * here, before they are counted. */
+    ovs_mutex_lock(&inst->mutex);
+    fec_calls_run(inst, NULL, GPU_SERVICE_POLL_FINISH, 0);
+    ovs_mutex_unlock(&inst->mutex);
     n_rebuilt = inst->n_rebuilt;
     inst_destroy(inst);
     return n_rebuilt;
@@ -217,6 +222,7 @@ struct seed {
     FILE *f;
     unsigned int n_out;         /* Frames the encoder sent so far. */
     uint32_t drop_mask;         /* Of those, the ones "lost" on the way. */
+    unsigned int n_tags;        /* VLAN tags the link puts on each. */
 };
 
 static void
@@ -226,9 +232,33 @@ seed_sink(struct dp_packet *packet, void *seed_)
     size_t len = dp_packet_size(packet);
 
     if (!(seed->drop_mask & (1u << (seed->n_out++ % 32)))) {
-        fputc(len >> 8, seed->f);
-        fputc(len & 0xff, seed->f);
-        fwrite(dp_packet_data(packet), 1, len, seed->f);
+        const uint8_t *d = dp_packet_data(packet);
+        size_t wire_len = len + 4 * seed->n_tags;
+
+        fputc(wire_len >> 8, seed->f);
+        fputc(wire_len & 0xff, seed->f);
+        /* A VLAN link's tags, between the MAC addresses and the FEC
+         * ethertype: 802.1ad outside 802.1Q for two. */
+        fwrite(d, 1, 2 * ETH_ADDR_LEN, seed->f);
+        for (unsigned int t = seed->n_tags; t > 0; t--) {
+            fwrite(t == 2 ? "\x88\xa8\x00\x64" : "\x81\x00\x00\x07",
+                   1, 4, seed->f);
+        }
+        fwrite(d + 2 * ETH_ADDR_LEN, 1, len - 2 * ETH_ADDR_LEN, seed->f);
+    }
+}
+
+/* What a PMD's poll does after each batch, waiting for the device: the
+ * encoder's closed groups are coded in a call, whose parity then goes out
+ * (with an empty batch, as the datapath would send it). */
+static void
+seed_encode_poll(struct fec_inst *enc, long long int now, struct seed *seed)
+{
+    ovs_mutex_lock(&enc->mutex);
+    fec_calls_run(enc, NULL, GPU_SERVICE_POLL_FINISH, now);
+    ovs_mutex_unlock(&enc->mutex);
+    while (enc->n_pending) {
+        run_batch(enc, NULL, 0, now, seed_sink, seed);
     }
 }
 
@@ -253,34 +283,45 @@ seed_frame(unsigned int i)
 void
 fuzz_fec_generate(const char *dir)
 {
+    /* Each seed with the packets its decoding must rebuild: a seed that
+     * rebuilds nothing never reaches the rebuilding it is there for (as
+     * once, when the encoder's parity came from device calls that the
+     * generation never finished). */
     static const struct {
         const char *args;
         unsigned int n_frames;
         uint32_t drop_mask;
         uint8_t options;
+        unsigned int n_tags;
+        uint64_t n_rebuilt;
     } seeds[] = {
-        { "k=4,m=2", 4, 0, 0 },
-        { "k=4,m=2", 4, 0x1, 0 },
-        { "k=4,m=2", 4, 0x6, 0 },
-        { "k=4,m=2", 8, 0x21, 0 },
-        { "k=4,m=2", 3, 0x2, 4 },       /* A short group, by timeout. */
-        { "k=2,m=1", 6, 0x9, 0 },
-        { "k=8,m=4", 8, 0xf, 0 },
-        { "k=8,m=4", 8, 0x1f, 1 },      /* Too many lost. */
-        { "k=1,m=1", 3, 0x1, 2 },
-        { "k=10,m=3", 10, 0x404, 0 },
-        { "k=4,m=2", 12, 0x1248, 3 },
-        { "k=3,m=3", 3, 0x7, 6 },
+        { "k=4,m=2", 4, 0, 0, 0, 0 },
+        { "k=4,m=2", 4, 0x1, 0, 0, 1 },
+        { "k=4,m=2", 4, 0x6, 0, 0, 2 },
+        { "k=4,m=2", 8, 0x21, 0, 0, 1 },
+        { "k=4,m=2", 3, 0x2, 4, 0, 1 },     /* A short group, by timeout. */
+        { "k=2,m=1", 6, 0x9, 0, 0, 2 },
+        { "k=8,m=4", 8, 0xf, 0, 0, 4 },
+        { "k=8,m=4", 8, 0x1f, 1, 0, 0 },    /* Too many lost. */
+        { "k=1,m=1", 3, 0x1, 2, 0, 1 },
+        { "k=10,m=3", 10, 0x404, 0, 0, 1 },
+        { "k=4,m=2", 12, 0x1248, 3, 0, 4 },
+        { "k=3,m=3", 3, 0x7, 6, 0, 3 },
+        { "k=4,m=2", 4, 0x2, 0, 1, 1 },     /* From a VLAN link. */
+        { "k=4,m=2", 8, 0x81, 0, 2, 2 },    /* From a QinQ link. */
     };
 
     for (size_t s = 0; s < ARRAY_SIZE(seeds); s++) {
         struct fec_inst *enc = inst_create(seeds[s].args, true);
-        struct seed seed = { .drop_mask = seeds[s].drop_mask };
+        struct seed seed = { .drop_mask = seeds[s].drop_mask,
+                             .n_tags = seeds[s].n_tags };
         long long int now = 1000000000;
         char path[512];
 
-        snprintf(path, sizeof path, "%s/%s-%u-%x", dir, seeds[s].args,
-                 seeds[s].n_frames, seeds[s].drop_mask);
+        snprintf(path, sizeof path, "%s/%s-%u-%x%s", dir, seeds[s].args,
+                 seeds[s].n_frames, seeds[s].drop_mask,
+                 seeds[s].n_tags == 2 ? "-qinq"
+                 : seeds[s].n_tags ? "-vlan" : "");
         for (char *c = path + strlen(dir); *c; c++) {
             *c = *c == ',' || *c == '=' ? '_' : *c;
         }
@@ -294,12 +335,12 @@ fuzz_fec_generate(const char *dir)
             struct dp_packet *p = seed_frame(i + s);
 
             run_batch(enc, &p, 1, now, seed_sink, &seed);
+            seed_encode_poll(enc, now, &seed);
         }
-        /* The encoder's timeout closes a short group; its parity then
-         * goes out with the next batch. */
+        /* The encoder's timeout closes a short group. */
         now += 2 * enc->timeout_us;
         run_batch(enc, NULL, 0, now, seed_sink, &seed);
-        run_batch(enc, NULL, 0, now, seed_sink, &seed);
+        seed_encode_poll(enc, now, &seed);
         if (seeds[s].options & 4) {
             /* And the decoder's clock moves on too. */
             fputc(0x80, seed.f);
@@ -314,7 +355,13 @@ fuzz_fec_generate(const char *dir)
         uint8_t buf[65536];
         size_t len = fread(buf, 1, sizeof buf, f);
         fclose(f);
-        printf("%s: %"PRIu64" rebuilt\n", path,
-               fec_decode_input(buf, len));
+        uint64_t n_rebuilt = fec_decode_input(buf, len);
+
+        printf("%s: %"PRIu64" rebuilt\n", path, n_rebuilt);
+        if (n_rebuilt != seeds[s].n_rebuilt) {
+            fprintf(stderr, "%s: %"PRIu64" packets rebuilt, expected "
+                    "%"PRIu64"\n", path, n_rebuilt, seeds[s].n_rebuilt);
+            exit(1);
+        }
     }
 }
