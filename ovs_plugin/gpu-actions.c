@@ -289,6 +289,9 @@ static const struct {
     [GPU_KNOB_PKT_HEAP] = { "pkt-heap",
                             "one packet in %d that the services make "
                             "comes from the heap (0: none)" },
+    [GPU_KNOB_IDS_ALERT_HOLD] = { "ids-alert-hold",
+                                  "alert-mode gpu_ids holds its batches "
+                                  "for their scan: %d" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -373,11 +376,13 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
             continue;
         }
         if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
-            || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)) {
+            || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)
+            || (knob == GPU_KNOB_IDS_ALERT_HOLD && n > 1)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|re-slow|fec-slow US | "
                                         "fec-loss PPM | index-query-slow "
-                                        "MS | pkt-heap N");
+                                        "MS | pkt-heap N | "
+                                        "ids-alert-hold 0|1");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);

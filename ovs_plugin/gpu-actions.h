@@ -237,7 +237,12 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   pkt-heap N: one packet in N that the services make comes from the
  *   heap although the mbuf pool has room, so that batches mix mbufs and
  *   heap packets (the path of an empty pool or a frame too large) under
- *   a test's traffic; 0 stops it. */
+ *   a test's traffic; 0 stops it.
+ *
+ *   ids-alert-hold 1: alert-mode gpu_ids holds its batches until their
+ *   scan, as drop mode does (dropping nothing), so that the device can
+ *   read their payloads in place rather than from copies: an experiment
+ *   to be measured on a GPU before it becomes an option; 0 stops it. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
@@ -245,6 +250,7 @@ enum gpu_service_knob {
     GPU_KNOB_FEC_LOSS,
     GPU_KNOB_INDEX_QUERY_SLOW,
     GPU_KNOB_PKT_HEAP,
+    GPU_KNOB_IDS_ALERT_HOLD,
     GPU_KNOB_N
 };
 

@@ -504,6 +504,8 @@ struct ids_held {
     size_t first;                   /* ...from this packet on. */
     uint32_t drop;                  /* Bit i: packet i matched a rule (valid
                                      * once 'held.ready'). */
+    bool drop_matched;              /* Drop mode; else alert mode held
+                                     * (GPU_KNOB_IDS_ALERT_HOLD). */
 };
 BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
@@ -522,14 +524,15 @@ struct ids_gather {
     struct gpu_ids_verdict *verdicts;   /* IDS_GATHER_PACKETS. */
 
     struct ids_alert_info info[IDS_GATHER_PACKETS];
-    bool dropping[IDS_GATHER_PACKETS];  /* Held: matched means dropped. */
+    bool dropping[IDS_GATHER_PACKETS];  /* Matched means dropped. */
     /* Held packets' payloads the device reads where they are (else NULL:
      * copied into 'data'), 'n_in_place' of them: their packets wait for
      * the scan, so their mbufs cannot be reused before it. */
     const uint8_t *srcs[IDS_GATHER_PACKETS];
     size_t n_in_place;
     size_t n;
-    size_t n_dropping;              /* Entries of 'dropping' set. */
+    size_t n_dropping;              /* Packets of held batches (drop
+                                     * mode's, or alert mode's held). */
     long long int first_ms;         /* When its first packet came. */
     long long int first_held_us;    /* When its first held packet came. */
     uint64_t gen;                   /* Of its current filling. */
@@ -592,7 +595,8 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
         }
         h->held.ready = true;
         h->drop = 0;
-        for (size_t i = 0; scanned && i < h->held.packets.count; i++) {
+        for (size_t i = 0; scanned && h->drop_matched
+                           && i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
             if (g->info[j].is_ip && g->verdicts[j].n_matches) {
@@ -887,7 +891,7 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
     for (size_t i = 0; i < b->n; i++) {
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
-        g->dropping[g->n + i] = h != NULL;
+        g->dropping[g->n + i] = h && h->drop_matched;
         ids_alert_info_init(&g->info[g->n + i], &b->pkts[i]);
     }
     g->n += b->n;
@@ -976,15 +980,17 @@ ids_poll(const struct gpu_service_emitter *emitter,
                                mode == GPU_SERVICE_POLL_FINISH);
 }
 
-/* Makes a held batch of 'packets', to go on along 'next'. */
+/* Makes a held batch of 'packets', to go on along 'next', less those that
+ * match if 'drop_matched'. */
 static struct ids_held *
 ids_held_create(const struct dp_packet_batch *packets,
-                const struct gpu_service_next *next)
+                const struct gpu_service_next *next, bool drop_matched)
 {
     struct ids_held *h = xmalloc(sizeof *h);
 
     gpu_service_held_init(&h->held, packets, next);
     h->drop = 0;
+    h->drop_matched = drop_matched;
     return h;
 }
 
@@ -1005,7 +1011,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     struct ids_alert_info info[NETDEV_MAX_BURST];
     struct ids_ruleset *r;
     char *error;
-    bool alert;
+    bool alert, hold;
     int status;
 
     error = gpu_service_args_split(args, ids_keys, values, buf, sizeof buf);
@@ -1017,12 +1023,15 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         return;
     }
     alert = values[IDS_KEY_ALERT] != NULL;
-    if (!alert) {
+    hold = !alert || gpu_service_test_knob(GPU_KNOB_IDS_ALERT_HOLD);
+    {
         struct ids_gatherer *gt = ids_gatherer_get(false);
 
-        if (gt && emitter && !(may_steal && next)) {
+        if (gt && emitter && !(hold && may_steal && next)) {
             /* This batch cannot be held (below): it must not overtake the
-             * thread's held packets, which may be of its flow. */
+             * thread's held packets, which may be of its flow (alert
+             * mode holds none unless GPU_KNOB_IDS_ALERT_HOLD is or was
+             * on). */
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
@@ -1042,12 +1051,9 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         hdrs[i].sport = p->sport;
         hdrs[i].dport = p->dport;
     }
-    if (alert && ids_gather(r, b, hdrs, NULL)) {
-        return;
-    }
-    if (!alert) {
+    if (hold) {
         if (may_steal && next && emitter && b->n) {
-            struct ids_held *h = ids_held_create(packets, next);
+            struct ids_held *h = ids_held_create(packets, next, !alert);
 
             if (ids_gather(r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
@@ -1066,6 +1072,11 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         if (gt && emitter) {
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
+    }
+    /* Alert mode's packets go on at once, their payloads gathered for a
+     * later scan. */
+    if (alert && ids_gather(r, b, hdrs, NULL)) {
+        return;
     }
     if (!gpu_service_batch_stage(b, NULL)) {
         gpu_counter_add(&r->n_errors, 1);

@@ -104,6 +104,11 @@
 # attached to a switch using the CUDA backend, stopped it after 11
 # samples on the H100 machine (2026-11-27): use gdb where there is one.
 #
+# BENCH_IDS_ALERT_HOLD=1 in the environment: alert-mode gpu_ids holds
+# its batches for their scan as drop mode does (gpu/inject-fault
+# ids-alert-hold, an experiment: the device then reads the payloads in
+# place).
+#
 # BENCH_PERF=SECONDS in the environment: after each row's rate, the none
 # rows' included (plain forwarding, the comparison), a perf profile of
 # the row's PMD threads over SECONDS while the traffic still flows
@@ -509,6 +514,10 @@ for service in $SERVICES; do
         esac
         if test -n "${BENCH_PKT_HEAP:-}"; then
             ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
+        fi
+        if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
+            ovs-appctl gpu/inject-fault ids-alert-hold \
+                $BENCH_IDS_ALERT_HOLD >/dev/null
         fi
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
