@@ -577,22 +577,39 @@ ids_match_on_cpu(struct ids_ruleset *r, int why, const uint8_t *data,
     return gpu_ids_match(cpu, data, offsets, hdrs, n, verdicts);
 }
 
+/* The held batch after 'h' (NULL: from the thread's oldest) whose
+ * payloads are in 'g', or NULL if there is none.  Held batches are in the
+ * order they were gathered, so those of 'g' are together. */
+static struct ids_held *
+ids_gather_next_held(const struct ids_gather *g, const struct ids_held *h)
+{
+    const struct ovs_list *list = &g->gt->holder.held;
+    const struct ovs_list *node;
+
+    if (!g->n_dropping) {
+        return NULL;
+    }
+    for (node = h ? h->held.node.next : list->next; node != list;
+         node = node->next) {
+        struct ids_held *next = CONTAINER_OF(node, struct ids_held,
+                                             held.node);
+
+        if (next->gen == g->gen) {
+            return next;
+        } else if (next->gen > g->gen) {
+            break;
+        }
+    }
+    return NULL;
+}
+
 /* Gives the held batches whose payloads are in 'g' their verdicts, if
  * 'scanned' (else they all pass, as in a failed synchronous scan). */
 static void
 ids_gather_set_ready(struct ids_gather *g, bool scanned)
 {
-    struct ids_held *h;
-
-    if (!g->n_dropping) {
-        return;
-    }
-    LIST_FOR_EACH (h, held.node, &g->gt->holder.held) {
-        if (h->gen > g->gen) {
-            break;
-        } else if (h->gen < g->gen) {
-            continue;
-        }
+    for (struct ids_held *h = ids_gather_next_held(g, NULL); h;
+         h = ids_gather_next_held(g, h)) {
         h->held.ready = true;
         h->drop = 0;
         for (size_t i = 0; scanned && h->drop_matched
@@ -631,17 +648,8 @@ ids_gather_failed(struct ids_gather *g, int status)
 static void
 ids_gather_held_info(struct ids_gather *g)
 {
-    struct ids_held *h;
-
-    if (!g->n_dropping) {
-        return;
-    }
-    LIST_FOR_EACH (h, held.node, &g->gt->holder.held) {
-        if (h->gen > g->gen) {
-            break;
-        } else if (h->gen < g->gen) {
-            continue;
-        }
+    for (struct ids_held *h = ids_gather_next_held(g, NULL); h;
+         h = ids_gather_next_held(g, h)) {
         for (size_t i = 0; i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
