@@ -190,19 +190,10 @@ gpu_service_parse_packet(struct dp_packet *packet,
         parse_ip(d, 0, size, false, p);
     } else if (packet_type == htonl(PT_IPV6)) {
         parse_ip(d, 0, size, true, p);
-    } else if (packet_type == htonl(PT_ETH) && size >= 14) {
-        size_t ofs = 12;
-        uint16_t type = get_be16(d + ofs);
+    } else if (packet_type == htonl(PT_ETH)) {
+        size_t ofs;
+        uint16_t type = gpu_service_eth_type(d, size, &ofs);
 
-        for (int i = 0; i < 2 && (type == ETH_TYPE_VLAN_8021Q
-                                  || type == ETH_TYPE_VLAN_8021AD); i++) {
-            if (size - ofs < 6) {
-                return;
-            }
-            ofs += 4;
-            type = get_be16(d + ofs);
-        }
-        ofs += 2;
         if (type == ETH_TYPE_IP) {
             parse_ip(d, ofs, size, false, p);
         } else if (type == ETH_TYPE_IPV6) {

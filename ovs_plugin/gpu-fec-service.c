@@ -1805,40 +1805,26 @@ fec_link_loses(struct fec_inst *inst, int ppm)
     return x % 1000000 < (uint32_t) ppm;
 }
 
-/* VLAN tags a coded frame may carry between its MAC addresses and the FEC
- * ethertype: the link between the two switches may be a VLAN (an output
- * action after fec_encode pushing one, or a trunk), or a QinQ one. */
-#define FEC_MAX_VLAN_TAGS 2
-
 /* Returns the FEC header of 'packet', or NULL if it is not a FEC packet,
  * and in '*hlen' the length of what is in front of the original frame:
- * the link's Ethernet header with its VLAN tags, then the FEC header. */
+ * the link's Ethernet header, with the VLAN tags of a VLAN or QinQ link
+ * (an output action after fec_encode pushing one, or a trunk), then the
+ * FEC header. */
 static const struct fec_hdr *
 fec_parse(const struct dp_packet *packet, size_t *hlen)
 {
     const uint8_t *d = dp_packet_data(packet);
     size_t size = dp_packet_size(packet);
-    size_t ofs = 2 * ETH_ADDR_LEN;
     const struct fec_hdr *hdr;
+    size_t ofs;
 
-    if (packet->packet_type != htonl(PT_ETH)) {
+    if (packet->packet_type != htonl(PT_ETH)
+        || gpu_service_eth_type(d, size, &ofs) != FEC_ETH_TYPE
+        || size - ofs < sizeof *hdr) {
         return NULL;
     }
-    for (int n_tags = 0; ; n_tags++) {
-        if (size < ofs + 2 + sizeof *hdr) {
-            return NULL;
-        }
-        ovs_be16 type = htons((d[ofs] << 8) | d[ofs + 1]);
-        if (type == htons(FEC_ETH_TYPE)) {
-            break;
-        }
-        if (!eth_type_vlan(type) || n_tags == FEC_MAX_VLAN_TAGS) {
-            return NULL;
-        }
-        ofs += VLAN_HEADER_LEN;
-    }
-    hdr = (const struct fec_hdr *) (d + ofs + 2);
-    *hlen = ofs + 2 + sizeof *hdr;
+    hdr = (const struct fec_hdr *) (d + ofs);
+    *hlen = ofs + sizeof *hdr;
     return hdr->magic == FEC_MAGIC ? hdr : NULL;
 }
 
