@@ -11,8 +11,8 @@
 #                                         re-enc fec-enc fec-dec"]
 #                            [--backends "cuda cpu"] [--pmds "1 2 4"]
 #                            [--frames internet|BYTES] [--seconds S]
-#                            [--count N] [--repeat R] [--out FILE]
-#                            [--check]
+#                            [--count N] [--repeat R | --alternate N]
+#                            [--out FILE] [--check]
 #
 # --rules: a Snort rule file (the community rules), for gpu_ids; a rule
 # for a signature planted in one packet in 100 is added to it.
@@ -76,6 +76,20 @@
 # prints each row's medians: Mpps, "vs none", and the median rate over
 # the no-service median.
 #
+# --alternate N: instead of a switch per row, one switch per service and
+# backend whose flows change N times from no service to the service and
+# back, each measured as a row is (1 s settling, then S seconds); one
+# line per service and backend with the medians of the N pairs: the
+# no-service rate, the service's, their ratio ("vs none", and the pairs'
+# range after the checks) and what the service costs a packet
+# ("ns/pkt": 1/(service rate) - 1/(no-service rate)).  The two runs of a
+# pair are seconds apart on one switch, not a restart and a ruleset load
+# apart, so that a shared host's drift (the no-service rate moved 3.5 to
+# 5.6 Mpps between neighbouring rows on the H200 machine) moves both
+# alike.  Each pair's rates go to OUT.details.  The state of a service
+# stays between its turns (the RE cache; the index's records, its
+# "kept/s" over the time its flows were on).
+#
 # --check: a test, not only a benchmark: exits 1 if a service's checks
 # found what must not happen (a corrupt fec frame or none delivered, no
 # packet rebuilt, fec or re errors, an undecodable re frame, the two
@@ -131,6 +145,7 @@ COUNT=20000
 SERVICES="ids-alert ids-drop re fec index"
 BACKENDS="cuda cpu"
 REPEAT=1
+ALTERNATE=0
 PMDS=1
 FRAMES=internet
 RULES=
@@ -148,6 +163,7 @@ while test $# -gt 0; do
         --frames) FRAMES=$2; shift ;;
         --seconds) SECONDS_PER_RUN=$2; shift ;;
         --repeat) REPEAT=$2; shift ;;
+        --alternate) ALTERNATE=$2; shift ;;
         --count) COUNT=$2; shift ;;
         --out) OUTFILE=$2; shift ;;
         --check) CHECK=true ;;
@@ -467,13 +483,173 @@ query_time() {
         "$(test -n "$long" && echo "$long ms" || echo -)"
 }
 
+# start_row SERVICE BACKEND PCAP: a switch for SERVICE's rows on BACKEND
+# (none, cuda, cpu) with PCAP as its source, ready for SERVICE's flows.
+start_row() {
+    local device settings
+    case $2 in
+        none|cuda) device=0 ;;
+        cpu) device=cpu ;;
+    esac
+    rm -rf "$RUN/gpu-index"
+    settings="gpu-device=$device gpu-index-store-bench=${BENCH_INDEX_STORE:-bench}"
+    case $1 in
+        ids-*) settings="$settings
+            gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial" ;;
+    esac
+    start_switch "$3" $settings
+    case $1 in ids-*)
+        for i in $(seq 1 600); do
+            grep -q 'ruleset bench loaded' "$RUN/ovs-vswitchd.log" && break
+            sleep 0.1
+        done ;;
+    esac
+    case $1 in fec-enc|fec-dec)
+        # Coded frames are 26 bytes longer than the MTU's 1500 (and
+        # fec-dec's none rows forward them coded).
+        ovs-vsctl set Interface p1 mtu_request=1600 ;;
+    esac
+    case $1,$2 in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
+        ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null ;;
+    esac
+    if test -n "${BENCH_PKT_HEAP:-}"; then
+        ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
+    fi
+    if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
+        ovs-appctl gpu/inject-fault ids-alert-hold \
+            $BENCH_IDS_ALERT_HOLD >/dev/null
+    fi
+}
+
+# row_checks SERVICE BACKEND: the row's "checks" column, once its rate is
+# taken (the index and fec rows' checks take the flows away).
+row_checks() {
+    local chk
+    chk=$(checks $(test $2 = none && echo none || echo $1))
+    if test $1 = index && test $2 != none; then
+        chk="$chk; $(query_time)"
+    fi
+    case $1,$2 in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
+        # Every frame delivered must be one of the original trace's.
+        chk="$chk; $(fec_corruption "$RUN/text.pcap")" ;;
+    esac
+    echo "$chk"
+}
+
+# row_profile SERVICE BACKEND: with BENCH_PERF, a perf profile of the
+# PMD threads while SERVICE's traffic flows.
+row_profile() {
+    test -n "${BENCH_PERF:-}" || return 0
+    # While the traffic flows: perf does not stop the switch.
+    if test $2 != none; then
+        case $1 in
+            fec*|index) add_flows $1; sleep 1 ;;
+        esac
+    fi
+    {
+        echo "=== $1 $2, $N_PORTS PMDs"
+        bash "$SRC/scripts/pmd-perf-profile.sh" \
+            "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_PERF" 2>&1 \
+            || true
+    } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.perf}"
+}
+
+# stop_row SERVICE BACKEND SHOW: the row's details (with --out: PMD
+# statistics, gpu/show's SHOW, the service's own), then the switch
+# stopped and its log kept.
+stop_row() {
+    if test -n "$OUTFILE"; then
+        {
+            echo "=== $1 $2, $N_PORTS PMDs: $a"
+            ovs-appctl dpif-netdev/pmd-stats-show
+            echo "$3"
+            grep -E "registered with device|not registered" \
+                "$RUN/ovs-vswitchd.log" || true
+            case $1 in
+                ids-*) ovs-appctl gpu-ids/show bench \
+                           | awk 'NR <= 12 || /runtime calls|drop mode|in place/' ;;
+                re*) ovs-appctl gpu-re/show ;;
+                fec*) ovs-appctl gpu-fec/show ;;
+                index) ovs-appctl gpu-index/show bench ;;
+            esac
+            grep -E 'WARN|ERR' "$RUN/ovs-vswitchd.log" | tail -5
+        } >> "$OUTFILE.details" 2>&1
+    fi
+    stop_switch
+    mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-$1-$2-$N_PORTS.log"
+}
+
+# alternate_row SERVICE BACKEND PCAP (--alternate N): one switch, its
+# flows N times no service then SERVICE, each measured as a row is; one
+# line with the medians of the pairs: the no-service and service rates,
+# the pairs' ratios, and what the service cost a packet,
+# 1/(service rate) - 1/(no-service rate), each pair measured seconds
+# apart on the same switch.
+alternate_row() {
+    local service=$1 backend=$2 i none svc lookups out pairs= show chk lat
+    local t0 on=0
+    start_row $service $backend "$3"
+    for i in $(seq 1 $ALTERNATE); do
+        add_flows none
+        read none lookups out < <(measure p1)
+        t0=$(date +%s.%N)
+        add_flows $service
+        read svc lookups out < <(measure p1)
+        on=$(awk -v on=$on -v t0=$t0 -v t1=$(date +%s.%N) \
+             'BEGIN { printf "%.6f", on + t1 - t0 }')
+        pairs="$pairs $none $svc"
+        test -n "$OUTFILE" && echo "$service $backend $N_PORTS pair $i:" \
+            "none $none, service $svc Mpps" >> "$OUTFILE.details"
+    done
+    show=$(ovs-appctl gpu/show)
+    lat=$(echo "$show" | awk '/service call latency:/ { print $4 }')
+    # The index's "kept/s": its records over the time its flows were on.
+    flow_t0=$(awk -v on=$on -v t=$(date +%s.%N) \
+              'BEGIN { printf "%.6f", t - on }')
+    chk=$(row_checks $service $backend)
+    echo "$pairs" | awk -v s=$service -v b=$backend -v p=$N_PORTS \
+        -v m="$mean" -v lat="$lat" -v chk="$chk" '
+        function median(v, n,    i, j, t) {
+            for (i = 2; i <= n; i++)
+                for (j = i; j > 1 && v[j - 1] > v[j]; j--) {
+                    t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+                }
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        }
+        {
+            for (i = 1; i < NF; i += 2) {
+                n++
+                none[n] = $i; svc[n] = $(i + 1)
+                ratio[n] = $i > 0 ? $(i + 1) / $i : 0
+                cost[n] = $i > 0 && $(i + 1) > 0 \
+                          ? 1000 / $(i + 1) - 1000 / $i : 0
+                lo = n == 1 || ratio[n] < lo ? ratio[n] : lo
+                hi = n == 1 || ratio[n] > hi ? ratio[n] : hi
+            }
+            r = median(ratio, n); c = median(cost, n)
+            mn = median(none, n); ms = median(svc, n)
+            printf "%-10s %-5s %4s %8.3f %8.3f %8.2f %8.2f %7.0f %9s  " \
+                   "%s; pairs %d, vs none %.2f-%.2f\n", s, b, p, mn, ms, \
+                   ms * m * 8 / 1e3, r, c, lat, chk, n, lo, hi
+        }' | tee -a ${OUTFILE:+"$OUTFILE"}
+    check_row $service $backend "$chk"
+    row_profile $service $backend
+    stop_row $service $backend "$show"
+}
+
 echo "# DPDK memory: $(test "${BENCH_HUGEPAGES:-no}" = yes \
     && echo '2 MB hugepages' || echo '4 kB pages (--no-huge)'); \
 transparent hugepages: $(cat /sys/kernel/mm/transparent_hugepage/enabled \
     2>/dev/null || echo unknown); $COUNT frames" | tee ${OUTFILE:+"$OUTFILE"}
 fmt='%-10s %-5s %4s %8s %8s %8s %8s %9s  %s\n'
-printf "$fmt" service back pmds "Mpps in" "Mpps out" Gbit/s "vs none" \
-    "call us" "checks" | tee ${OUTFILE:+-a "$OUTFILE"}
+if test "$ALTERNATE" -gt 0; then
+    printf '%-10s %-5s %4s %8s %8s %8s %8s %7s %9s  %s\n' service back \
+        pmds "none" "Mpps in" Gbit/s "vs none" "ns/pkt" "call us" \
+        "checks; pairs" | tee ${OUTFILE:+-a "$OUTFILE"}
+else
+    printf "$fmt" service back pmds "Mpps in" "Mpps out" Gbit/s \
+        "vs none" "call us" "checks" | tee ${OUTFILE:+-a "$OUTFILE"}
+fi
 for N_PORTS in $PMDS; do
 for service in $SERVICES; do
     case $service in
@@ -482,43 +658,18 @@ for service in $SERVICES; do
         *) pcap=$RUN/text.pcap ;;
     esac
     mean=$(mean_frame "$pcap")
+    if test "$ALTERNATE" -gt 0; then
+        for backend in $BACKENDS; do
+            alternate_row $service $backend "$pcap"
+        done
+        continue
+    fi
     base=
     for backend in $(for r in $(seq 1 $REPEAT); do
                          echo none $BACKENDS; done); do
-        case $backend in
-            none|cuda) device=0 ;;
-            cpu) device=cpu ;;
-        esac
-        rm -rf "$RUN/gpu-index"
-        settings="gpu-device=$device gpu-index-store-bench=${BENCH_INDEX_STORE:-bench}"
-        case $service in
-            ids-*) settings="$settings
-                gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial" ;;
-        esac
-        start_switch "$pcap" $settings
-        case $service in ids-*)
-            for i in $(seq 1 600); do
-                grep -q 'ruleset bench loaded' "$RUN/ovs-vswitchd.log" && break
-                sleep 0.1
-            done ;;
-        esac
-        case $service in fec-enc|fec-dec)
-            # Coded frames are 26 bytes longer than the MTU's 1500 (and
-            # fec-dec's none rows forward them coded).
-            ovs-vsctl set Interface p1 mtu_request=1600 ;;
-        esac
+        start_row $service $backend "$pcap"
         add_flows $(test $backend = none && echo none || echo $service)
         flow_t0=$(date +%s.%N)
-        case $service,$backend in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
-            ovs-appctl gpu/inject-fault fec-loss 10000 >/dev/null ;;
-        esac
-        if test -n "${BENCH_PKT_HEAP:-}"; then
-            ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
-        fi
-        if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
-            ovs-appctl gpu/inject-fault ids-alert-hold \
-                $BENCH_IDS_ALERT_HOLD >/dev/null
-        fi
         read mpps_in lookups mpps_out < <(measure p1)
         show=$(ovs-appctl gpu/show)
         gbps=$(awk -v p="$mpps_in" -v m="$mean" \
@@ -527,34 +678,14 @@ for service in $SERVICES; do
         vs=$(awk -v p="$mpps_in" -v b="$base" \
             'BEGIN { printf "%.2f", (b > 0 ? p / b : 0) }')
         lat=$(echo "$show" | awk '/service call latency:/ { print $4 }')
-        chk=$(checks $(test $backend = none && echo none || echo $service))
-        if test $service = index && test $backend != none; then
-            chk="$chk; $(query_time)"
-        fi
-        case $service,$backend in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
-            # Every frame delivered must be one of the original trace's.
-            chk="$chk; $(fec_corruption "$RUN/text.pcap")" ;;
-        esac
+        chk=$(row_checks $service $backend)
         test $backend = none && lat=-
         printf "$fmt" "$service" "$backend" "$N_PORTS" "$mpps_in" \
             "$mpps_out" "$gbps" "$vs" "$lat" "$chk" \
             | tee -a ${OUTFILE:+"$OUTFILE"}
         echo "$service $backend $N_PORTS $mpps_in $vs" >> "$RUN/rates"
         test $backend = none || check_row $service $backend "$chk"
-        if test -n "${BENCH_PERF:-}"; then
-            # While the traffic flows: perf does not stop the switch.
-            if test $backend != none; then
-                case $service in
-                    fec*|index) add_flows $service; sleep 1 ;;
-                esac
-            fi
-            {
-                echo "=== $service $backend, $N_PORTS PMDs"
-                bash "$SRC/scripts/pmd-perf-profile.sh" \
-                    "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_PERF" 2>&1 \
-                    || true
-            } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.perf}"
-        fi
+        row_profile $service $backend
         if test -n "${BENCH_SAMPLES:-}" && test $backend != none; then
             # Stacks of the PMD threads, after the rate was taken (each
             # sample stops the switch for a moment).
@@ -564,26 +695,7 @@ for service in $SERVICES; do
                     "$(cat "$RUN/ovs-vswitchd.pid")" "$BENCH_SAMPLES"
             } >> "${OUTFILE:-/dev/stderr}${OUTFILE:+.samples}"
         fi
-        if test -n "$OUTFILE"; then
-            {
-                echo "=== $service $backend, $N_PORTS PMDs: $a"
-                ovs-appctl dpif-netdev/pmd-stats-show
-                echo "$show"
-                grep -E "registered with device|not registered" \
-                    "$RUN/ovs-vswitchd.log" || true
-                case $service in
-                    ids-*) ovs-appctl gpu-ids/show bench \
-                               | awk 'NR <= 12 || /runtime calls|drop mode|in place/' ;;
-                    re*) ovs-appctl gpu-re/show ;;
-                    fec*) ovs-appctl gpu-fec/show ;;
-                    index) ovs-appctl gpu-index/show bench ;;
-                esac
-                grep -E 'WARN|ERR' "$RUN/ovs-vswitchd.log" | tail -5
-            } >> "$OUTFILE.details" 2>&1
-        fi
-        stop_switch
-        mv "$RUN/ovs-vswitchd.log" \
-            "$RUN/ovs-vswitchd-$service-$backend-$N_PORTS.log"
+        stop_row $service $backend "$show"
     done
 done
 done
