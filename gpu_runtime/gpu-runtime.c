@@ -351,7 +351,8 @@ gpu_host_free(void *p)
  * so readers need no lock; an unregistered entry is emptied in place. */
 #define MAX_HOST_RANGES 64
 struct host_range {
-    _Atomic uintptr_t start, end;
+    _Atomic uintptr_t start, end;   /* Empty once unregistered or retired. */
+    bool pinned;                    /* Registered with the device (mutex). */
 };
 static struct host_range host_ranges[MAX_HOST_RANGES];
 static atomic_size_t n_host_ranges;
@@ -433,6 +434,7 @@ gpu_host_register(void *addr, size_t len, int device)
                               memory_order_relaxed);
         atomic_store_explicit(&host_ranges[n].end, (uintptr_t) addr + len,
                               memory_order_relaxed);
+        host_ranges[n].pinned = true;
         atomic_store_explicit(&n_host_ranges, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&host_ranges_mutex);
@@ -454,12 +456,11 @@ gpu_host_unregister(void *addr)
     for (size_t i = 0; i < n; i++) {
         struct host_range *r = &host_ranges[i];
 
-        if (atomic_load_explicit(&r->start, memory_order_relaxed)
-            == (uintptr_t) addr
-            && atomic_load_explicit(&r->end, memory_order_relaxed)
-               > (uintptr_t) addr) {
+        if (r->pinned && atomic_load_explicit(&r->start, memory_order_relaxed)
+                         == (uintptr_t) addr) {
             atomic_store_explicit(&r->end, (uintptr_t) addr,
                                   memory_order_relaxed);
+            r->pinned = false;
 #ifdef HAVE_CUDA
             cudaHostUnregister(addr);
             cudaGetLastError();
@@ -470,6 +471,32 @@ gpu_host_unregister(void *addr)
     }
     pthread_mutex_unlock(&host_ranges_mutex);
     return status;
+}
+
+size_t
+gpu_host_retire(const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t) p;
+    uintptr_t b = len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len;
+    size_t n, n_retired = 0;
+
+    pthread_mutex_lock(&host_ranges_mutex);
+    n = atomic_load_explicit(&n_host_ranges, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        struct host_range *r = &host_ranges[i];
+        uintptr_t start = atomic_load_explicit(&r->start,
+                                               memory_order_relaxed);
+        uintptr_t end = atomic_load_explicit(&r->end, memory_order_relaxed);
+
+        if (start < end && a < end && b > start) {
+            /* Empty, as gpu_host_unregister() leaves it, but still
+             * registered with the device: see the header. */
+            atomic_store_explicit(&r->end, start, memory_order_relaxed);
+            n_retired++;
+        }
+    }
+    pthread_mutex_unlock(&host_ranges_mutex);
+    return n_retired;
 }
 
 struct gpu_stream {

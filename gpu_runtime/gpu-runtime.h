@@ -124,10 +124,21 @@ void gpu_host_free(void *p);
  * Ranges stay registered until gpu_host_unregister(). */
 int gpu_host_register(void *addr, size_t len, int device);
 
-/* Forgets the range that gpu_host_register() registered at 'addr'.  No
- * thread may be using gpu_host_registered()'s answer for it any more.
+/* Forgets the range that gpu_host_register() registered at 'addr', and
+ * unregisters it from the device, also if gpu_host_retire() retired it.
+ * No thread may be using gpu_host_registered()'s answer for it any more.
  * Returns GPU_OK or GPU_ERR_NOT_FOUND. */
 int gpu_host_unregister(void *addr);
+
+/* Makes every registered range that overlaps [p, p + len) answer "no"
+ * from now on, for memory about to be freed (DPDK hands freed hugepages
+ * back to the system, and may map other pages at the same addresses
+ * later, which the device's mapping would not follow).  The ranges stay
+ * registered with the device, their pages pinned until the process
+ * exits: a batch already submitted may still read another packet's
+ * payload in the same range (gpu_host_unregister() unpins it).  Returns
+ * how many ranges it retired. */
+size_t gpu_host_retire(const void *p, size_t len);
 
 /* Whether all of [p, p + len) lies in one registered range: lock-free,
  * for datapath threads. */

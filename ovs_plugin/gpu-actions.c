@@ -41,6 +41,7 @@
 #include "gpu_runtime/gpu-runtime.h"
 
 #ifdef DPDK_NETDEV
+#include <rte_eal_memconfig.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
@@ -1019,6 +1020,24 @@ gpu_mem_walk_seg(const struct rte_memseg_list *msl OVS_UNUSED,
     return 0;
 }
 
+/* DPDK frees memory (without --legacy-mem, hugepages that no longer hold
+ * anything go back to the system, and others may be mapped at the same
+ * addresses later): payloads there must not be read in place any more.
+ * Called with DPDK's memory hotplug lock held for writing, before the
+ * pages go. */
+static void
+gpu_mem_event(enum rte_mem_event type, const void *addr, size_t len,
+              void *arg OVS_UNUSED)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+
+    if (type == RTE_MEM_EVENT_FREE && gpu_host_retire(addr, len)) {
+        VLOG_INFO_RL(&rl, "DPDK freed %"PRIuSIZE" kB of the packet memory "
+                     "registered with the device: payloads in its range "
+                     "are copied from now on", len >> 10);
+    }
+}
+
 /* Registers DPDK's memory with the device given as 'device_' (an
  * intptr_t): pinning gigabytes takes about a second, which the main
  * thread must not spend.  PMD threads copy payloads until the ranges are
@@ -1031,8 +1050,22 @@ gpu_register_packet_memory_main(void *device_)
     struct gpu_mem_walk w = { .device = device };
     long long int start = time_msec();
 
-    rte_memseg_walk(gpu_mem_walk_seg, &w);
+    /* Under the hotplug lock, so that no segment is freed between the
+     * walk and the callback that would retire it. */
+    rte_mcfg_mem_read_lock();
+    if (rte_mem_event_callback_register("ovs-gpu-in-place", gpu_mem_event,
+                                        NULL)
+        && rte_errno != ENOTSUP) {
+        /* ENOTSUP: --legacy-mem, whose memory is never freed. */
+        rte_mcfg_mem_read_unlock();
+        VLOG_WARN_RL(&rl, "DPDK memory not registered with the device (no "
+                     "memory event callback: %s): services copy every "
+                     "payload", rte_strerror(rte_errno));
+        return NULL;
+    }
+    rte_memseg_walk_thread_unsafe(gpu_mem_walk_seg, &w);
     gpu_mem_walk_flush(&w);
+    rte_mcfg_mem_read_unlock();
     if (w.status) {
         VLOG_WARN_RL(&rl, "DPDK memory not registered with the device (%s): "
                      "services copy every payload for it",

@@ -184,8 +184,9 @@ test_host_alloc(void **state)
 }
 
 /* gpu_host_register(): where there is a device, a registered range is
- * found whole and nowhere else, and forgotten when unregistered; without
- * one, registration says so and nothing is registered. */
+ * found whole and nowhere else, and forgotten when unregistered or
+ * retired; without one, registration says so and nothing is registered
+ * (or retired). */
 static void
 test_host_register(void **state)
 {
@@ -225,7 +226,23 @@ test_host_register(void **state)
         assert_int_equal(gpu_host_unregister(heap), GPU_ERR_NOT_FOUND);
         gpu_host_registered_totals(&n_ranges, &n_bytes);
         assert_int_equal(n_ranges, 0);
+
+        /* Retired: a free next to the range leaves it; one inside it
+         * retires all of it (still registered with the device). */
+        assert_int_equal(gpu_host_register(heap, LEN, 0), GPU_OK);
+        assert_int_equal(gpu_host_retire(heap + LEN, 4096), 0);
+        assert_int_equal(gpu_host_retire(heap - 4096, 4096), 0);
+        assert_true(gpu_host_registered(heap, LEN));
+        assert_int_equal(gpu_host_retire(heap + LEN / 2, 1), 1);
+        assert_false(gpu_host_registered(heap, 1));
+        assert_false(gpu_host_registered(heap + LEN - 1, 1));
+        gpu_host_registered_totals(&n_ranges, &n_bytes);
+        assert_int_equal(n_ranges, 0);
+        assert_int_equal(gpu_host_retire(heap, LEN), 0);
+        assert_int_equal(gpu_host_unregister(heap), GPU_OK);
+        assert_int_equal(gpu_host_unregister(heap), GPU_ERR_NOT_FOUND);
     }
+    assert_int_equal(gpu_host_retire(heap, LEN), 0);
     free(heap);
     gpu_host_free(mem);
 }
