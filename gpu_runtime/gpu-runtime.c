@@ -346,6 +346,159 @@ gpu_host_free(void *p)
     free(block);
 }
 
+/* Host memory registered for in-place reads (gpu_host_register()).
+ * Entries are only appended, under the mutex, and published by the count,
+ * so readers need no lock; an unregistered entry is emptied in place. */
+#define MAX_HOST_RANGES 64
+struct host_range {
+    _Atomic uintptr_t start, end;   /* Empty once unregistered or retired. */
+    bool pinned;                    /* Registered with the device (mutex). */
+};
+static struct host_range host_ranges[MAX_HOST_RANGES];
+static atomic_size_t n_host_ranges;
+static pthread_mutex_t host_ranges_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+bool
+gpu_host_registered(const void *p, size_t len)
+{
+    size_t n = atomic_load_explicit(&n_host_ranges, memory_order_acquire);
+    uintptr_t a = (uintptr_t) p;
+
+    if (!p || len > UINTPTR_MAX - a) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t start = atomic_load_explicit(&host_ranges[i].start,
+                                               memory_order_relaxed);
+        uintptr_t end = atomic_load_explicit(&host_ranges[i].end,
+                                             memory_order_relaxed);
+
+        if (a >= start && a + len <= end && start < end) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+gpu_host_registered_totals(size_t *n_ranges, size_t *n_bytes)
+{
+    size_t n = atomic_load_explicit(&n_host_ranges, memory_order_acquire);
+
+    *n_ranges = 0;
+    *n_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t start = atomic_load_explicit(&host_ranges[i].start,
+                                               memory_order_relaxed);
+        uintptr_t end = atomic_load_explicit(&host_ranges[i].end,
+                                             memory_order_relaxed);
+
+        if (start < end) {
+            ++*n_ranges;
+            *n_bytes += end - start;
+        }
+    }
+}
+
+int
+gpu_host_register(void *addr, size_t len, int device)
+{
+    if (!addr || !len || len > UINTPTR_MAX - (uintptr_t) addr) {
+        return GPU_ERR_INVALID;
+    }
+#ifdef HAVE_CUDA
+    int usable = 0, status = GPU_OK;
+    size_t n;
+
+    pthread_mutex_lock(&host_ranges_mutex);
+    n = atomic_load_explicit(&n_host_ranges, memory_order_relaxed);
+    if (gpu_host_registered(addr, len)) {
+        /* Done already. */
+    } else if (n >= MAX_HOST_RANGES) {
+        status = GPU_ERR_NOMEM;
+    } else if (cudaSetDevice(device) != cudaSuccess
+               || cudaDeviceGetAttribute(
+                      &usable, cudaDevAttrCanUseHostPointerForRegisteredMem,
+                      device) != cudaSuccess
+               || !usable) {
+        /* The kernels read payloads at their host addresses. */
+        cudaGetLastError();
+        status = GPU_ERR_NO_DEVICE;
+    } else if (cudaHostRegister(addr, len, cudaHostRegisterMapped
+                                           | cudaHostRegisterPortable)
+               != cudaSuccess) {
+        cudaGetLastError();
+        status = GPU_ERR_DEVICE;
+    } else {
+        atomic_store_explicit(&host_ranges[n].start, (uintptr_t) addr,
+                              memory_order_relaxed);
+        atomic_store_explicit(&host_ranges[n].end, (uintptr_t) addr + len,
+                              memory_order_relaxed);
+        host_ranges[n].pinned = true;
+        atomic_store_explicit(&n_host_ranges, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&host_ranges_mutex);
+    return status;
+#else
+    (void) device;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_host_unregister(void *addr)
+{
+    int status = GPU_ERR_NOT_FOUND;
+    size_t n;
+
+    pthread_mutex_lock(&host_ranges_mutex);
+    n = atomic_load_explicit(&n_host_ranges, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        struct host_range *r = &host_ranges[i];
+
+        if (r->pinned && atomic_load_explicit(&r->start, memory_order_relaxed)
+                         == (uintptr_t) addr) {
+            atomic_store_explicit(&r->end, (uintptr_t) addr,
+                                  memory_order_relaxed);
+            r->pinned = false;
+#ifdef HAVE_CUDA
+            cudaHostUnregister(addr);
+            cudaGetLastError();
+#endif
+            status = GPU_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&host_ranges_mutex);
+    return status;
+}
+
+size_t
+gpu_host_retire(const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t) p;
+    uintptr_t b = len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len;
+    size_t n, n_retired = 0;
+
+    pthread_mutex_lock(&host_ranges_mutex);
+    n = atomic_load_explicit(&n_host_ranges, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        struct host_range *r = &host_ranges[i];
+        uintptr_t start = atomic_load_explicit(&r->start,
+                                               memory_order_relaxed);
+        uintptr_t end = atomic_load_explicit(&r->end, memory_order_relaxed);
+
+        if (start < end && a < end && b > start) {
+            /* Empty, as gpu_host_unregister() leaves it, but still
+             * registered with the device: see the header. */
+            atomic_store_explicit(&r->end, start, memory_order_relaxed);
+            n_retired++;
+        }
+    }
+    pthread_mutex_unlock(&host_ranges_mutex);
+    return n_retired;
+}
+
 struct gpu_stream {
     void *native;               /* cudaStream_t, or NULL on the CPU. */
 };

@@ -111,6 +111,53 @@ int gpu_uint_parse(const char *value, unsigned int dflt, unsigned int max,
 void *gpu_host_alloc(size_t size);
 void gpu_host_free(void *p);
 
+/* Registers the host memory [addr, addr + len) with device 'device' so
+ * that kernels may read it in place, at its host addresses, instead of
+ * having it copied (DPDK's packet memory: a service then gives the device
+ * the packets' payloads where they are).  Returns GPU_OK (also if the
+ * range was registered already), GPU_ERR_NO_DEVICE (no CUDA build or
+ * device, or one that cannot use host addresses as they are),
+ * GPU_ERR_DEVICE (cudaHostRegister() refused it), GPU_ERR_NOMEM (64
+ * registrations over the process's life, unregistered ones included) or
+ * GPU_ERR_INVALID.  Registration pins the pages: ~150 ms for
+ * 2.5 GB of 4 kB pages on the H100 machine, so not in a datapath thread.
+ * Ranges stay registered until gpu_host_unregister(). */
+int gpu_host_register(void *addr, size_t len, int device);
+
+/* Forgets the range that gpu_host_register() registered at 'addr', and
+ * unregisters it from the device, also if gpu_host_retire() retired it.
+ * No thread may be using gpu_host_registered()'s answer for it any more.
+ * Returns GPU_OK or GPU_ERR_NOT_FOUND. */
+int gpu_host_unregister(void *addr);
+
+/* Makes every registered range that overlaps [p, p + len) answer "no"
+ * from now on, for memory about to be freed (DPDK hands freed hugepages
+ * back to the system, and may map other pages at the same addresses
+ * later, which the device's mapping would not follow).  The ranges stay
+ * registered with the device, their pages pinned until the process
+ * exits: a batch already submitted may still read another packet's
+ * payload in the same range (gpu_host_unregister() unpins it).  Returns
+ * how many ranges it retired. */
+size_t gpu_host_retire(const void *p, size_t len);
+
+/* Whether all of [p, p + len) lies in one registered range: lock-free,
+ * for datapath threads. */
+bool gpu_host_registered(const void *p, size_t len);
+
+/* Whether a kernel may read [p, p + len) in place in aligned 16-byte
+ * loads: the 16-byte granules it touches are registered. */
+static inline bool
+gpu_host_readable_in_place(const void *p, size_t len)
+{
+    uintptr_t start = (uintptr_t) p & ~(uintptr_t) 15;
+    uintptr_t end = ((uintptr_t) p + len + 15) & ~(uintptr_t) 15;
+
+    return p && gpu_host_registered((const void *) start, end - start);
+}
+
+/* The registered ranges and their bytes, for show commands. */
+void gpu_host_registered_totals(size_t *n_ranges, size_t *n_bytes);
+
 /* A stream is the unit of ordering for one thread's GPU work.  On the CPU
  * backend it is an opaque non-null token so code paths stay the same. */
 struct gpu_stream;

@@ -41,8 +41,10 @@
 #include "gpu_runtime/gpu-runtime.h"
 
 #ifdef DPDK_NETDEV
+#include <rte_eal_memconfig.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
+#include <rte_memory.h>
 #include <rte_mempool.h>
 #endif
 
@@ -279,6 +281,9 @@ static const struct {
     [GPU_KNOB_PKT_HEAP] = { "pkt-heap",
                             "one packet in %d that the services make "
                             "comes from the heap (0: none)" },
+    [GPU_KNOB_IDS_ALERT_HOLD] = { "ids-alert-hold",
+                                  "alert-mode gpu_ids holds its batches "
+                                  "for their scan: %d" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -363,11 +368,13 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
             continue;
         }
         if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
-            || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)) {
+            || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)
+            || (knob == GPU_KNOB_IDS_ALERT_HOLD && n > 1)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|re-slow|fec-slow US | "
                                         "fec-loss PPM | index-query-slow "
-                                        "MS | pkt-heap N");
+                                        "MS | pkt-heap N | "
+                                        "ids-alert-hold 0|1");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);
@@ -717,6 +724,32 @@ gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst)
     return true;
 }
 
+size_t
+gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
+                                 const uint8_t **srcs)
+{
+    size_t n_in_place = 0;
+
+    b->data = dst;
+    b->offsets[0] = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct gpu_service_packet *p = &b->pkts[i];
+        const uint8_t *payload = ((const uint8_t *) dp_packet_data(p->packet)
+                                  + p->payload_ofs);
+
+        if (p->payload_len >= GPU_SERVICE_IN_PLACE_MIN
+            && gpu_host_readable_in_place(payload, p->payload_len)) {
+            srcs[i] = payload;
+            n_in_place++;
+        } else {
+            srcs[i] = NULL;
+            memcpy(dst + b->offsets[i], payload, p->payload_len);
+        }
+        b->offsets[i + 1] = b->offsets[i] + p->payload_len;
+    }
+    return n_in_place;
+}
+
 static void
 gpu_actions_execute(enum gpu_service_type type, const char *args,
                     struct dp_packet_batch *batch, bool may_steal,
@@ -931,12 +964,134 @@ void
 gpu_service_packets_format(struct ds *s)
 {
     struct rte_mempool *mp;
+    size_t n_ranges, n_bytes;
 
     atomic_read_explicit(&pkt_pool, &mp, memory_order_acquire);
     if (mp) {
         ds_put_format(s, "  service packets: mbuf pool of %u, %u free\n",
                       mp->size, rte_mempool_avail_count(mp));
     }
+    gpu_host_registered_totals(&n_ranges, &n_bytes);
+    if (n_ranges) {
+        ds_put_format(s, "  packet memory the device reads in place: "
+                      "%"PRIuSIZE" MB in %"PRIuSIZE" ranges\n",
+                      n_bytes >> 20, n_ranges);
+    }
+}
+
+/* Virtually contiguous DPDK memory, gathered from its segments. */
+struct gpu_mem_walk {
+    uintptr_t start, end;
+    int device;
+    size_t n_ranges, n_bytes;
+    int status;                 /* The first failure. */
+};
+
+static void
+gpu_mem_walk_flush(struct gpu_mem_walk *w)
+{
+    if (w->end > w->start) {
+        int status = gpu_host_register((void *) w->start, w->end - w->start,
+                                       w->device);
+
+        if (!status) {
+            w->n_ranges++;
+            w->n_bytes += w->end - w->start;
+        } else if (!w->status) {
+            w->status = status;
+        }
+    }
+    w->start = w->end = 0;
+}
+
+static int
+gpu_mem_walk_seg(const struct rte_memseg_list *msl OVS_UNUSED,
+                 const struct rte_memseg *ms, void *w_)
+{
+    struct gpu_mem_walk *w = w_;
+
+    if (w->end && w->end == (uintptr_t) ms->addr) {
+        w->end += ms->len;
+    } else {
+        gpu_mem_walk_flush(w);
+        w->start = (uintptr_t) ms->addr;
+        w->end = w->start + ms->len;
+    }
+    return 0;
+}
+
+/* DPDK frees memory (without --legacy-mem, hugepages that no longer hold
+ * anything go back to the system, and others may be mapped at the same
+ * addresses later): payloads there must not be read in place any more.
+ * Called with DPDK's memory hotplug lock held for writing, before the
+ * pages go. */
+static void
+gpu_mem_event(enum rte_mem_event type, const void *addr, size_t len,
+              void *arg OVS_UNUSED)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+
+    if (type == RTE_MEM_EVENT_FREE && gpu_host_retire(addr, len)) {
+        VLOG_INFO_RL(&rl, "DPDK freed %"PRIuSIZE" kB of the packet memory "
+                     "registered with the device: payloads in its range "
+                     "are copied from now on", len >> 10);
+    }
+}
+
+/* Registers DPDK's memory with the device given as 'device_' (an
+ * intptr_t): pinning gigabytes takes about a second, which the main
+ * thread must not spend.  PMD threads copy payloads until the ranges are
+ * published (gpu_host_registered() is lock-free). */
+static void *
+gpu_register_packet_memory_main(void *device_)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    int device = (intptr_t) device_;
+    struct gpu_mem_walk w = { .device = device };
+    long long int start = time_msec();
+
+    /* Under the hotplug lock, so that no segment is freed between the
+     * walk and the callback that would retire it. */
+    rte_mcfg_mem_read_lock();
+    if (rte_mem_event_callback_register("ovs-gpu-in-place", gpu_mem_event,
+                                        NULL)
+        && rte_errno != ENOTSUP) {
+        /* ENOTSUP: --legacy-mem, whose memory is never freed. */
+        rte_mcfg_mem_read_unlock();
+        VLOG_WARN_RL(&rl, "DPDK memory not registered with the device (no "
+                     "memory event callback: %s): services copy every "
+                     "payload", rte_strerror(rte_errno));
+        return NULL;
+    }
+    rte_memseg_walk_thread_unsafe(gpu_mem_walk_seg, &w);
+    gpu_mem_walk_flush(&w);
+    rte_mcfg_mem_read_unlock();
+    if (w.status) {
+        VLOG_WARN_RL(&rl, "DPDK memory not registered with the device (%s): "
+                     "services copy every payload for it",
+                     gpu_status_string(w.status));
+    } else {
+        VLOG_INFO("DPDK memory (%"PRIuSIZE" MB in %"PRIuSIZE" ranges) "
+                  "registered with device %d in %lld ms: held packets' "
+                  "payloads are read in place", w.n_bytes >> 20, w.n_ranges,
+                  device, time_msec() - start);
+    }
+    return NULL;
+}
+
+void
+gpu_service_register_packet_memory(int device)
+{
+    static bool done;
+
+    if (done || !dpdk_available()) {
+        return;
+    }
+    /* Once: DPDK memory allocated later (without --legacy-mem) is not
+     * registered, so its packets' payloads are copied. */
+    done = true;
+    ovs_thread_create("gpu_register", gpu_register_packet_memory_main,
+                      (void *) (intptr_t) device);
 }
 #else /* !DPDK_NETDEV */
 void
@@ -952,6 +1107,11 @@ gpu_pkt_from_pool(size_t size OVS_UNUSED, odp_port_t in_port OVS_UNUSED)
 
 void
 gpu_service_packets_format(struct ds *s OVS_UNUSED)
+{
+}
+
+void
+gpu_service_register_packet_memory(int device OVS_UNUSED)
 {
 }
 #endif /* !DPDK_NETDEV */

@@ -182,6 +182,28 @@ gpu_service_eth_type(const uint8_t *d, size_t size, size_t *ofs)
  * batch is left unstaged). */
 bool gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst);
 
+/* Payloads shorter than this are copied even where the device could read
+ * them in place: a descriptor costs as much as their copy. */
+#define GPU_SERVICE_IN_PLACE_MIN 64
+
+/* As gpu_service_batch_stage() into 'dst', for a batch whose packets wait
+ * until the device has read them (held): a payload of at least
+ * GPU_SERVICE_IN_PLACE_MIN bytes in memory the device reads in place
+ * (gpu_host_readable_in_place(): DPDK's, once
+ * gpu_service_register_packet_memory() ran) is not copied, and 'srcs[i]'
+ * points at it; the others are copied and their 'srcs[i]' is NULL.  The
+ * offsets are laid out as if all were copied.  Returns how many are in
+ * place. */
+size_t gpu_service_batch_stage_in_place(struct gpu_service_batch *b,
+                                        uint8_t *dst, const uint8_t **srcs);
+
+/* Registers DPDK's memory, where packets' mbufs are, with CUDA device
+ * 'device' so that services may give the device payloads in place
+ * (gpu_host_register()), in a thread of its own (about a second for
+ * gigabytes); logs what it did.  Main thread; a no-op without DPDK or if
+ * done already. */
+void gpu_service_register_packet_memory(int device);
+
 /* Parses a service's arguments "key=value,flag,..." (already checked for
  * syntax by OVS) against 'keys', a NULL-terminated list of the keys the
  * service knows, each written "name=" if it takes a value and "name" if it
@@ -243,7 +265,12 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   pkt-heap N: one packet in N that the services make comes from the
  *   heap although the mbuf pool has room, so that batches mix mbufs and
  *   heap packets (the path of an empty pool or a frame too large) under
- *   a test's traffic; 0 stops it. */
+ *   a test's traffic; 0 stops it.
+ *
+ *   ids-alert-hold 1: alert-mode gpu_ids holds its batches until their
+ *   scan, as drop mode does (dropping nothing), so that the device can
+ *   read their payloads in place rather than from copies: an experiment
+ *   to be measured on a GPU before it becomes an option; 0 stops it. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
@@ -251,6 +278,7 @@ enum gpu_service_knob {
     GPU_KNOB_FEC_LOSS,
     GPU_KNOB_INDEX_QUERY_SLOW,
     GPU_KNOB_PKT_HEAP,
+    GPU_KNOB_IDS_ALERT_HOLD,
     GPU_KNOB_N
 };
 

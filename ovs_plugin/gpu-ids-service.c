@@ -87,6 +87,8 @@ struct ids_ruleset {
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
+    atomic_uint64_t n_in_place; /* Drop mode: payloads the device read
+                                 * where they were, not copied. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -231,6 +233,8 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
         return NULL;
     }
     if (gpu_ids_matcher_backend(r->matcher) != GPU_IDS_BACKEND_CPU) {
+        /* So that drop mode's held packets go to the device in place. */
+        gpu_service_register_packet_memory(cuda_device);
         mcfg.backend = GPU_IDS_BACKEND_CPU;
         error = gpu_ids_matcher_create(r->rs, &mcfg, &r->cpu_matcher);
         if (error) {
@@ -500,6 +504,8 @@ struct ids_held {
     size_t first;                   /* ...from this packet on. */
     uint32_t drop;                  /* Bit i: packet i matched a rule (valid
                                      * once 'held.ready'). */
+    bool drop_matched;              /* Drop mode; else alert mode held
+                                     * (GPU_KNOB_IDS_ALERT_HOLD). */
 };
 BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
@@ -518,9 +524,15 @@ struct ids_gather {
     struct gpu_ids_verdict *verdicts;   /* IDS_GATHER_PACKETS. */
 
     struct ids_alert_info info[IDS_GATHER_PACKETS];
-    bool dropping[IDS_GATHER_PACKETS];  /* Held: matched means dropped. */
+    bool dropping[IDS_GATHER_PACKETS];  /* Matched means dropped. */
+    /* Held packets' payloads the device reads where they are (else NULL:
+     * copied into 'data'), 'n_in_place' of them: their packets wait for
+     * the scan, so their mbufs cannot be reused before it. */
+    const uint8_t *srcs[IDS_GATHER_PACKETS];
+    size_t n_in_place;
     size_t n;
-    size_t n_dropping;              /* Entries of 'dropping' set. */
+    size_t n_dropping;              /* Packets of held batches (drop
+                                     * mode's, or alert mode's held). */
     long long int first_ms;         /* When its first packet came. */
     long long int first_held_us;    /* When its first held packet came. */
     uint64_t gen;                   /* Of its current filling. */
@@ -600,7 +612,8 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
          h = ids_gather_next_held(g, h)) {
         h->held.ready = true;
         h->drop = 0;
-        for (size_t i = 0; scanned && i < h->held.packets.count; i++) {
+        for (size_t i = 0; scanned && h->drop_matched
+                           && i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
             if (g->info[j].is_ip && g->verdicts[j].n_matches) {
@@ -625,6 +638,7 @@ ids_gather_failed(struct ids_gather *g, int status)
     ids_gather_set_ready(g, false);
     g->n = 0;
     g->n_dropping = 0;
+    g->n_in_place = 0;
 }
 
 /* Fills in the alert lines' details of 'g''s held packets that matched:
@@ -657,6 +671,13 @@ ids_gather_complete(void *g_, int status)
     struct ids_gather *g = g_;
 
     if (gpu_service_is_device_error(status)) {
+        for (size_t i = 0; g->n_in_place && i < g->n; i++) {
+            if (g->srcs[i]) {
+                /* Their packets are still held. */
+                memcpy(g->data + g->offsets[i], g->srcs[i],
+                       g->offsets[i + 1] - g->offsets[i]);
+            }
+        }
         status = ids_match_on_cpu(g->r, status, g->data, g->offsets, g->hdrs,
                                   g->n, g->verdicts);
     }
@@ -667,9 +688,11 @@ ids_gather_complete(void *g_, int status)
         ids_gather_held_info(g);
         ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
                     g->n_dropping ? g->dropping : NULL, NULL);
+        gpu_counter_add(&g->r->n_in_place, g->n_in_place);
         ids_gather_set_ready(g, true);
         g->n = 0;
         g->n_dropping = 0;
+        g->n_in_place = 0;
     }
 }
 
@@ -686,8 +709,9 @@ ids_gather_start(void *g_)
 {
     struct ids_gather *g = g_;
 
-    return gpu_ids_submit(g->batch, NULL, g->data, g->offsets, g->hdrs,
-                          g->n, g->verdicts);
+    return gpu_ids_submit_in_place(g->batch, NULL, g->data, g->offsets,
+                                   g->n_in_place ? g->srcs : NULL, g->hdrs,
+                                   g->n, g->verdicts);
 }
 
 static int
@@ -895,13 +919,19 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
         gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
-    /* The payloads' one copy: straight into the gather's pinned
-     * buffer. */
-    gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
+    /* The payloads' one copy: straight into the gather's pinned buffer;
+     * held ones the device can read where they are, not at all. */
+    if (h && gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
+        g->n_in_place += gpu_service_batch_stage_in_place(
+            b, g->data + g->offsets[g->n], g->srcs + g->n);
+    } else {
+        gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
+        memset(g->srcs + g->n, 0, b->n * sizeof g->srcs[0]);
+    }
     for (size_t i = 0; i < b->n; i++) {
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
-        g->dropping[g->n + i] = h != NULL;
+        g->dropping[g->n + i] = h && h->drop_matched;
         if (h) {
             /* The rest when it matches (ids_gather_held_info()). */
             g->info[g->n + i].is_ip = b->pkts[i].is_ip;
@@ -995,15 +1025,17 @@ ids_poll(const struct gpu_service_emitter *emitter,
                                mode == GPU_SERVICE_POLL_FINISH);
 }
 
-/* Makes a held batch of 'packets', to go on along 'next'. */
+/* Makes a held batch of 'packets', to go on along 'next', less those that
+ * match if 'drop_matched'. */
 static struct ids_held *
 ids_held_create(const struct dp_packet_batch *packets,
-                const struct gpu_service_next *next)
+                const struct gpu_service_next *next, bool drop_matched)
 {
     struct ids_held *h = xmalloc(sizeof *h);
 
     gpu_service_held_init(&h->held, packets, next);
     h->drop = 0;
+    h->drop_matched = drop_matched;
     return h;
 }
 
@@ -1024,7 +1056,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     struct ids_alert_info info[NETDEV_MAX_BURST];
     struct ids_ruleset *r;
     char *error;
-    bool alert;
+    bool alert, hold;
     int status;
 
     error = gpu_service_args_split(args, ids_keys, values, buf, sizeof buf);
@@ -1036,12 +1068,15 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         return;
     }
     alert = values[IDS_KEY_ALERT] != NULL;
-    if (!alert) {
+    hold = !alert || gpu_service_test_knob(GPU_KNOB_IDS_ALERT_HOLD);
+    {
         struct ids_gatherer *gt = ids_gatherer_get(false);
 
-        if (gt && emitter && !(may_steal && next)) {
+        if (gt && emitter && !(hold && may_steal && next)) {
             /* This batch cannot be held (below): it must not overtake the
-             * thread's held packets, which may be of its flow. */
+             * thread's held packets, which may be of its flow (alert
+             * mode holds none unless GPU_KNOB_IDS_ALERT_HOLD is or was
+             * on). */
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
     }
@@ -1061,12 +1096,9 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         hdrs[i].sport = p->sport;
         hdrs[i].dport = p->dport;
     }
-    if (alert && ids_gather(r, b, hdrs, NULL)) {
-        return;
-    }
-    if (!alert) {
+    if (hold) {
         if (may_steal && next && emitter && b->n) {
-            struct ids_held *h = ids_held_create(packets, next);
+            struct ids_held *h = ids_held_create(packets, next, !alert);
 
             if (ids_gather(r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
@@ -1085,6 +1117,11 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         if (gt && emitter) {
             gpu_service_holder_release(&gt->holder, emitter, true);
         }
+    }
+    /* Alert mode's packets go on at once, their payloads gathered for a
+     * later scan. */
+    if (alert && ids_gather(r, b, hdrs, NULL)) {
+        return;
     }
     if (!gpu_service_batch_stage(b, NULL)) {
         gpu_counter_add(&r->n_errors, 1);
@@ -1185,6 +1222,11 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "verdicts, %"PRIu64" scanned at once (could not be "
                   "held)\n", read_counter(&r->n_held),
                   read_counter(&r->n_not_held));
+    if (gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
+        ds_put_format(s, "  payloads read in place by the device (held, "
+                      "in DPDK memory): %"PRIu64"\n",
+                      read_counter(&r->n_in_place));
+    }
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);
     ds_put_format(s, "  device faults: %"PRIu64" batches scanned on the "

@@ -118,6 +118,11 @@
 # attached to a switch using the CUDA backend, stopped it after 11
 # samples on the H100 machine (2026-11-27): use gdb where there is one.
 #
+# BENCH_IDS_ALERT_HOLD=1 in the environment: alert-mode gpu_ids holds
+# its batches for their scan as drop mode does (gpu/inject-fault
+# ids-alert-hold, an experiment: the device then reads the payloads in
+# place).
+#
 # BENCH_PERF=SECONDS in the environment: after each row's rate, the none
 # rows' included (plain forwarding, the comparison), a perf profile of
 # the row's PMD threads over SECONDS while the traffic still flows
@@ -510,6 +515,10 @@ start_row() {
     if test -n "${BENCH_PKT_HEAP:-}"; then
         ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
     fi
+    if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
+        ovs-appctl gpu/inject-fault ids-alert-hold \
+            $BENCH_IDS_ALERT_HOLD >/dev/null
+    fi
 }
 
 # row_checks SERVICE BACKEND: the row's "checks" column, once its rate is
@@ -554,9 +563,11 @@ stop_row() {
             echo "=== $1 $2, $N_PORTS PMDs: $a"
             ovs-appctl dpif-netdev/pmd-stats-show
             echo "$3"
+            grep -E "registered with device|not registered" \
+                "$RUN/ovs-vswitchd.log" || true
             case $1 in
                 ids-*) ovs-appctl gpu-ids/show bench \
-                           | awk 'NR <= 12 || /runtime calls|drop mode/' ;;
+                           | awk 'NR <= 12 || /runtime calls|drop mode|in place/' ;;
                 re*) ovs-appctl gpu-re/show ;;
                 fec*) ovs-appctl gpu-fec/show ;;
                 index) ovs-appctl gpu-index/show bench ;;

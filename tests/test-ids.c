@@ -248,6 +248,104 @@ check_verdicts(const struct pkts *p, const struct gpu_ids_verdict *v,
  * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
  * input and the verdicts: on CUDA each mix takes its own copies.  'remap'
  * 2 is remapping with 'kernel_by_kernel' set. */
+/* gpu_ids_submit_in_place() on 'batch' (whose own buffers 'own' hold
+ * 'p'): a seeded subset of the payloads (then all of them) read where
+ * they are, each in its own 2 kB slot of "packet memory" registered with
+ * the device on CUDA, at a random offset, the batch's data garbage where
+ * they would be; the verdicts must be 'expect'.  On CUDA the device
+ * gathers them without the CPU's help, and a payload outside registered
+ * memory makes the CPU match the batch, still right. */
+static void
+check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
+               const struct gpu_ids_batch_buffers *own, const struct pkts *p,
+               const struct gpu_ids_verdict *expect, uint64_t seed,
+               enum gpu_ids_backend backend, int remap)
+{
+    enum { SLOT = 2048 };
+    /* One region for every case, grown (and registered again) by
+     * doubling, as a switch registers its packet memory once: the
+     * runtime keeps a bounded number of ranges. */
+    static uint8_t *mem, *slots;
+    static size_t slots_len;
+    size_t len = p->n * SLOT + 4096;
+    const uint8_t **srcs = calloc(p->n, sizeof *srcs);
+    bool cuda = backend == GPU_IDS_BACKEND_CUDA;
+    struct rng r = rng_for_case(seed, 0x1d5, p->n);
+
+    assert_non_null(srcs);
+    if (len > slots_len) {
+        if (slots && gpu_device_count(NULL) > 0) {
+            assert_int_equal(gpu_host_unregister(slots), GPU_OK);
+        }
+        free(mem);
+        slots_len = 1 << 20;
+        while (slots_len < len) {
+            slots_len *= 2;
+        }
+        mem = malloc(slots_len + 4096);
+        assert_non_null(mem);
+        slots = (uint8_t *) (((uintptr_t) mem + 4095) & ~4095ul);
+        if (gpu_device_count(NULL) > 0) {
+            assert_int_equal(gpu_host_register(slots, slots_len, 0),
+                             GPU_OK);
+        }
+    }
+    for (int round = 0; round < 3; round++) {
+        struct gpu_ids_matcher_stats before, after;
+        size_t n_in_place = 0;
+        char how[64];
+
+        for (size_t i = 0; i < p->n; i++) {
+            size_t plen = p->offsets[i + 1] - p->offsets[i];
+            uint8_t *slot = slots + i * SLOT;
+
+            /* Round 0: one in three; 1 and 2: all (2: one of them not
+             * registered on CUDA). */
+            srcs[i] = NULL;
+            memcpy(own->data + own->offsets[i], p->data + p->offsets[i],
+                   plen);
+            if (round == 0 && rng_below(&r, 3)) {
+                continue;
+            }
+            uint8_t *at = slot + rng_below(&r, SLOT - plen + 1);
+            memcpy(at, p->data + p->offsets[i], plen);
+            memset(own->data + own->offsets[i], 0x5a, plen);
+            srcs[i] = at;
+            n_in_place++;
+        }
+        uint8_t *outside = NULL;
+        if (round == 2 && p->n) {
+            /* The last packet's payload on the heap. */
+            size_t plen = p->offsets[p->n] - p->offsets[p->n - 1];
+
+            outside = malloc(plen + 1);
+            memcpy(outside, p->data + p->offsets[p->n - 1], plen);
+            srcs[p->n - 1] = outside;
+        }
+        memset(own->verdicts, 0xa5, p->n * sizeof *own->verdicts);
+        gpu_ids_matcher_get_stats(m, &before);
+        assert_int_equal(gpu_ids_submit_in_place(batch, NULL, own->data,
+                                                 own->offsets, srcs,
+                                                 own->hdrs, p->n,
+                                                 own->verdicts), GPU_OK);
+        assert_int_equal(gpu_ids_wait(batch), GPU_OK);
+        gpu_ids_matcher_get_stats(m, &after);
+        snprintf(how, sizeof how, "in place, %zu of %zu payloads%s",
+                 n_in_place, p->n, round == 2 ? ", one unregistered" : "");
+        check_verdicts(p, own->verdicts, expect, seed, backend, remap, how);
+        if (cuda && round == 2 && p->n) {
+            /* The device was not asked to read the heap. */
+            assert_true(after.n_fallbacks > before.n_fallbacks);
+        } else if (cuda && after.n_fallbacks != before.n_fallbacks) {
+            /* The same payloads copied did not overflow the hit lists
+             * just before: the device must have gathered them. */
+            fail_msg("%s: matched on the CPU, not gathered", how);
+        }
+        free(outside);
+    }
+    free(srcs);
+}
+
 static void
 check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                   const struct gpu_ids_verdict *expect, uint64_t seed,
@@ -313,6 +411,7 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
             }
         }
     }
+    check_in_place(m, batch, &own, p, expect, seed, backend, remap);
     gpu_ids_batch_destroy(batch);
     gpu_host_free(v);
 }

@@ -183,6 +183,70 @@ test_host_alloc(void **state)
     assert_null(gpu_host_alloc(SIZE_MAX));
 }
 
+/* gpu_host_register(): where there is a device, a registered range is
+ * found whole and nowhere else, and forgotten when unregistered or
+ * retired; without one, registration says so and nothing is registered
+ * (or retired). */
+static void
+test_host_register(void **state)
+{
+    enum { LEN = 1 << 20 };
+    uint8_t *mem = gpu_host_alloc(2 * LEN);
+    size_t n_ranges, n_bytes;
+    int status;
+
+    (void) state;
+    assert_non_null(mem);
+    assert_int_equal(gpu_host_register(NULL, LEN, 0), GPU_ERR_INVALID);
+    assert_int_equal(gpu_host_register(mem, 0, 0), GPU_ERR_INVALID);
+    /* Heap memory, as a packet pool's: the first half. */
+    uint8_t *heap = malloc(LEN + 4096);
+    assert_non_null(heap);
+    status = gpu_host_register(heap, LEN, 0);
+    if (gpu_device_count(NULL) == 0) {
+        assert_int_equal(status, GPU_ERR_NO_DEVICE);
+        assert_false(gpu_host_registered(heap, 1));
+        gpu_host_registered_totals(&n_ranges, &n_bytes);
+        assert_int_equal(n_ranges, 0);
+    } else {
+        assert_int_equal(status, GPU_OK);
+        assert_int_equal(gpu_host_register(heap, LEN, 0), GPU_OK);
+        assert_true(gpu_host_registered(heap, LEN));
+        assert_true(gpu_host_registered(heap + 100, 1500));
+        assert_true(gpu_host_registered(heap + LEN - 1, 1));
+        assert_false(gpu_host_registered(heap + LEN - 1, 2));
+        assert_false(gpu_host_registered(heap - 1, 2));
+        assert_false(gpu_host_registered(heap + LEN, 1));
+        assert_false(gpu_host_registered(NULL, 1));
+        gpu_host_registered_totals(&n_ranges, &n_bytes);
+        assert_int_equal(n_ranges, 1);
+        assert_int_equal(n_bytes, LEN);
+        assert_int_equal(gpu_host_unregister(heap), GPU_OK);
+        assert_false(gpu_host_registered(heap + 100, 1500));
+        assert_int_equal(gpu_host_unregister(heap), GPU_ERR_NOT_FOUND);
+        gpu_host_registered_totals(&n_ranges, &n_bytes);
+        assert_int_equal(n_ranges, 0);
+
+        /* Retired: a free next to the range leaves it; one inside it
+         * retires all of it (still registered with the device). */
+        assert_int_equal(gpu_host_register(heap, LEN, 0), GPU_OK);
+        assert_int_equal(gpu_host_retire(heap + LEN, 4096), 0);
+        assert_int_equal(gpu_host_retire(heap - 4096, 4096), 0);
+        assert_true(gpu_host_registered(heap, LEN));
+        assert_int_equal(gpu_host_retire(heap + LEN / 2, 1), 1);
+        assert_false(gpu_host_registered(heap, 1));
+        assert_false(gpu_host_registered(heap + LEN - 1, 1));
+        gpu_host_registered_totals(&n_ranges, &n_bytes);
+        assert_int_equal(n_ranges, 0);
+        assert_int_equal(gpu_host_retire(heap, LEN), 0);
+        assert_int_equal(gpu_host_unregister(heap), GPU_OK);
+        assert_int_equal(gpu_host_unregister(heap), GPU_ERR_NOT_FOUND);
+    }
+    assert_int_equal(gpu_host_retire(heap, LEN), 0);
+    free(heap);
+    gpu_host_free(mem);
+}
+
 static void
 test_streams(void **state)
 {
@@ -276,6 +340,7 @@ main(void)
         cmocka_unit_test(test_bool_parse),
         cmocka_unit_test(test_uint_parse),
         cmocka_unit_test(test_host_alloc),
+        cmocka_unit_test(test_host_register),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_graph),
         cmocka_unit_test(test_status_strings),

@@ -335,6 +335,23 @@ int gpu_ids_submit(struct gpu_ids_batch *, struct gpu_stream *,
                    const struct gpu_ids_pkt_hdr *hdrs, size_t n_packets,
                    struct gpu_ids_verdict *verdicts);
 
+/* The same, but the payload of each packet i whose 'srcs[i]' is not NULL
+ * is read where it is, offsets[i + 1] - offsets[i] bytes at 'srcs[i]',
+ * and data[offsets[i] .. offsets[i + 1]) is not read: the caller need not
+ * copy it.  On the CUDA backend such payloads must lie in memory
+ * registered with gpu_host_register() (gpu_host_readable_in_place()),
+ * which a kernel reads over the bus, or the batch is matched on the CPU
+ * (counted as a device fallback); on the CPU backend anywhere.  They must not
+ * change until the submission completes, nor may 'srcs'.  'srcs' NULL is
+ * gpu_ids_submit().  The verdicts are those of the same payloads
+ * copied. */
+int gpu_ids_submit_in_place(struct gpu_ids_batch *, struct gpu_stream *,
+                            const uint8_t *data, const uint32_t *offsets,
+                            const uint8_t *const *srcs,
+                            const struct gpu_ids_pkt_hdr *hdrs,
+                            size_t n_packets,
+                            struct gpu_ids_verdict *verdicts);
+
 /* Runs the last submission's match again on the data already on the
  * device, without copying anything in or the verdicts out: kernel-only
  * timing.  The verdicts of the re-run stay on the device.  On the CPU

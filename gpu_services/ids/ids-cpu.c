@@ -84,7 +84,6 @@ gpu_ids_cpu_match(struct gpu_ids_batch *b)
 {
     const struct gpu_ids_tables *t = &b->m->rs->view;
     uint64_t n_hits = 0, n_matched = 0;
-    uint32_t base = b->offsets[0];
     size_t i;
 
     if (!b->stamps) {
@@ -95,9 +94,8 @@ gpu_ids_cpu_match(struct gpu_ids_batch *b)
         b->gen = 0;
     }
     for (i = 0; i < b->n_packets; i++) {
-        uint32_t ofs = b->offsets[i] - base;
-
-        match_packet(b, t, b->data + ofs, b->offsets[i + 1] - b->offsets[i],
+        match_packet(b, t, gpu_ids_payload(b, i),
+                     b->offsets[i + 1] - b->offsets[i],
                      &b->hdrs[i], &b->verdicts[i], &n_hits);
         n_matched += b->verdicts[i].n_matches != 0;
     }

@@ -108,6 +108,53 @@ ids_warp_first(Pred pred)
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
+/* A payload the device reads in place (gpu_ids_submit_in_place()). */
+struct gather_desc {
+    unsigned long long src;     /* Its host address, registered. */
+    uint32_t dst;               /* Its offset in the batch's payloads. */
+    uint32_t len;
+};
+
+/* Largest grid of gather_kernel: warps stride over the payloads. */
+#define GATHER_BLOCKS 264
+
+/* Copies the 'n' payloads of 'd' from host memory registered with the
+ * device (read over the bus, in place) to 'out': one warp a payload, in
+ * aligned 16-byte loads (a registered range's pages are whole, so the
+ * bytes around a payload that the loads cover are readable). */
+__device__ __forceinline__ void
+gather_body(const struct gather_desc *__restrict__ d, uint32_t n,
+            uint8_t *__restrict__ out)
+{
+    uint32_t n_warps = gridDim.x * blockDim.x / 32;
+    uint32_t lane = threadIdx.x % 32;
+
+    for (uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32; w < n;
+         w += n_warps) {
+        uintptr_t start = d[w].src, end = start + d[w].len;
+        uint8_t *o = out + d[w].dst;
+
+        for (uintptr_t a = (start & ~(uintptr_t) 15) + 16 * lane; a < end;
+             a += 16 * 32) {
+            uint4 v = *(const uint4 *) a;
+            const uint8_t *bytes = (const uint8_t *) &v;
+
+            for (int i = 0; i < 16; i++) {
+                if (a + i >= start && a + i < end) {
+                    o[a + i - start] = bytes[i];
+                }
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(THREADS)
+gather_kernel(const struct gather_desc *__restrict__ d, uint32_t n,
+              uint8_t *__restrict__ out)
+{
+    gather_body(d, n, out);
+}
+
 /* Profiling events, in stream order. */
 enum {
     PROF_SCAN,                  /* Before the scan. */
@@ -148,7 +195,11 @@ struct io_layout {
     size_t offsets;             /* max_packets + 1. */
     size_t hdrs;                /* max_packets. */
     size_t data;                /* max_bytes rounded up to 8, plus 8: the
-                                 * scan reads whole aligned words. */
+                                 * scan reads whole aligned words; then
+                                 * room for max_packets gather_descs,
+                                 * which a graph launch puts right after
+                                 * its payloads so that the one copy in
+                                 * moves them. */
     size_t size;
 };
 
@@ -160,6 +211,11 @@ struct graph_args {
     struct check_args check;
     uint32_t n_packets;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
+    /* Payloads the device reads in place (gpu_ids_submit_in_place()):
+     * 'n_descs' descriptors at 'descs', in the device's block right
+     * after the payloads. */
+    const struct gather_desc *descs;
+    uint32_t n_descs;
 };
 
 /* A batch's submissions as one CUDA graph: on a host where each runtime
@@ -226,6 +282,9 @@ struct cuda_batch {
     cudaEvent_t prof[N_PROF];
     bool fallback;              /* Match on the CPU at wait time. */
     struct graph graph;
+    /* Payloads read in place: descriptors, pinned and on the device, for
+     * 'max_packets', made at the first such submission. */
+    struct gather_desc *h_descs, *d_descs;
 };
 
 static struct cuda_matcher *
@@ -355,6 +414,10 @@ static void
 batch_free(struct cuda_batch *c)
 {
     gpu_graph_destroy(&c->graph.g);
+    cudaFree(c->d_descs);
+    if (c->h_descs) {
+        cudaFreeHost(c->h_descs);
+    }
     cudaFree(c->d_io);
     cudaFree(c->d_keys);
     cudaFree(c->d_counts);
@@ -431,7 +494,8 @@ cuda_batch_init(struct gpu_ids_batch *b)
     L->offsets = L->ctr + CTR_BYTES;
     L->hdrs = align256(L->offsets + (np + 1) * sizeof *c->d_offsets);
     L->data = align256(L->hdrs + np * sizeof *c->d_hdrs);
-    L->size = L->data + ((b->max_bytes + 7) & ~(size_t) 7) + 8;
+    L->size = (L->data + ((b->max_bytes + 7) & ~(size_t) 7) + 8 + 16
+               + np * sizeof(struct gather_desc));
     error = CK(cudaMalloc((void **) &c->d_io, L->size));
     if (!error) {
         c->d_ctr_out = (uint32_t *) (c->d_io + L->ctr_out);
@@ -549,6 +613,12 @@ input_is_own(const struct gpu_ids_batch *b, const struct io_layout *L)
 /* ---- The graph's kernels: the bodies of ids-kernels.cuh with their
  * arguments read from device memory. ---- */
 
+__global__ void __launch_bounds__(THREADS)
+graph_gather_kernel(const struct graph_args *g)
+{
+    gather_body(g->descs, g->n_descs, (uint8_t *) g->scan.data);
+}
+
 template <bool REMAP>
 __global__ void __launch_bounds__(THREADS)
 graph_scan_kernel(const uint32_t *__restrict__ trans,
@@ -651,6 +721,8 @@ graph_build(struct gpu_ids_batch *b)
         return error;
     }
     cs = (cudaStream_t) capture;
+    /* Payloads left in place first (none: its warps return at once). */
+    graph_gather_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(d_args);
     if (b->m->cfg.remap) {
         graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
             m->dview.trans, m->dview.class_map, d_args);
@@ -688,6 +760,74 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
             && (c->graph.g.exec || !graph_build(b)));
 }
 
+/* Writes the descriptors of the payloads 'b''s submission leaves in place
+ * to 'out' (room for its packets), their count to '*n'.  Returns
+ * GPU_ERR_INVALID, for the CPU to match the batch, if one is not where
+ * the device may read it: a kernel reading it would fault and leave the
+ * context unusable. */
+static int
+fill_descs(const struct gpu_ids_batch *b, struct gather_desc *out,
+           uint32_t *n)
+{
+    *n = 0;
+    for (size_t i = 0; i < b->n_packets; i++) {
+        if (b->srcs[i]) {
+            struct gather_desc *d = &out[(*n)++];
+
+            d->src = (uintptr_t) b->srcs[i];
+            d->dst = b->offsets[i] - b->offsets[0];
+            d->len = b->offsets[i + 1] - b->offsets[i];
+            if (!gpu_host_readable_in_place(b->srcs[i], d->len)) {
+                return GPU_ERR_INVALID;
+            }
+        }
+    }
+    return GPU_OK;
+}
+
+/* Queues the copy of the payloads that 'b''s submission left in place
+ * into the device's payloads, after the input's copy in (which moved
+ * 'data' with holes where they go). */
+static int
+gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
+{
+    struct cuda_batch *c = cb(b);
+    uint32_t n = 0;
+    int error;
+
+    if (!c->h_descs) {
+        error = CK(cudaMallocHost((void **) &c->h_descs,
+                                  b->max_packets * sizeof *c->h_descs));
+        if (!error) {
+            error = CK(cudaMalloc((void **) &c->d_descs,
+                                  b->max_packets * sizeof *c->d_descs));
+        }
+        if (error) {
+            if (c->h_descs) {
+                cudaFreeHost(c->h_descs);
+            }
+            c->h_descs = NULL;
+            c->d_descs = NULL;
+            return error;
+        }
+    }
+    error = fill_descs(b, c->h_descs, &n);
+    if (error) {
+        return error;
+    }
+    c->n_calls += 2;
+    error = CK(cudaMemcpyAsync(c->d_descs, c->h_descs, n * sizeof *c->h_descs,
+                               cudaMemcpyHostToDevice, s));
+    if (!error) {
+        uint32_t blocks = (n * 32 + THREADS - 1) / THREADS;
+
+        gather_kernel<<<blocks < GATHER_BLOCKS ? blocks : GATHER_BLOCKS,
+                        THREADS, 0, s>>>(c->d_descs, n, c->d_data);
+        error = CK(cudaGetLastError());
+    }
+    return error;
+}
+
 /* Launches 'b''s graph: the arguments and the input in one copy, then
  * the graph. */
 static int
@@ -699,13 +839,29 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s,
     struct graph_args *ga = (struct graph_args *) (c->h_io + L->args);
     int error;
 
+    /* Descriptors of the payloads left in place right after the others,
+     * so that the one copy moves them too. */
+    size_t in = (b->n_bytes + 15) & ~(size_t) 15;
+    uint32_t n_descs = 0;
+
+    if (b->n_in_place) {
+        error = fill_descs(b, (struct gather_desc *) (c->h_io + L->data + in),
+                           &n_descs);
+        if (error) {
+            return error;
+        }
+    }
     ga->scan = *a;
     ga->check = *ca;
     ga->n_packets = b->n_packets;
     ga->seq = gpu_graph_next_seq(&c->graph.g);
+    ga->descs = (const struct gather_desc *) (c->d_io + L->data + in);
+    ga->n_descs = n_descs;
     c->n_calls += 2;
     error = CK(cudaMemcpyAsync(c->d_io + L->args, c->h_io + L->args,
-                               L->data - L->args + b->n_bytes,
+                               L->data - L->args
+                               + (n_descs ? in + n_descs * sizeof
+                                  (struct gather_desc) : b->n_bytes),
                                cudaMemcpyHostToDevice, s));
     if (!error) {
         error = gpu_graph_launch(&c->graph.g, s);
@@ -755,6 +911,9 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
             error = CK(cudaMemsetAsync(c->d_ctr, 0, N_CTR * sizeof *c->d_ctr,
                                        s));
         }
+    }
+    if (!error && !graph && !again && b->n_in_place) {
+        error = gather_in_place(b, s);
     }
     size_t cap = b->n_bytes / HITS_PER_BYTE_DIV;
     size_t recent = (uint64_t) b->n_bytes * c->hits_per_kb * 3 / 2048;

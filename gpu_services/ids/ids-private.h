@@ -108,6 +108,10 @@ struct gpu_ids_batch {
 
     /* The current submission. */
     const uint8_t *data;        /* Caller's pointer + offsets[0]. */
+    /* gpu_ids_submit_in_place(): packet i's payload is at srcs[i] where
+     * that is not NULL ('n_in_place' of them), not in 'data'. */
+    const uint8_t *const *srcs;
+    size_t n_in_place;
     const uint32_t *offsets;
     const struct gpu_ids_pkt_hdr *hdrs;
     size_t n_packets;
@@ -128,6 +132,15 @@ struct gpu_ids_batch {
  * counting into the matcher.  Used by the CPU backend and by the CUDA
  * backend's fallback.  Returns GPU_OK or GPU_ERR_NOMEM. */
 int gpu_ids_cpu_match(struct gpu_ids_batch *);
+
+/* Where packet 'i' of the batch's current input is: in place (srcs[i]) or
+ * in 'data'. */
+static inline const uint8_t *
+gpu_ids_payload(const struct gpu_ids_batch *b, size_t i)
+{
+    return (b->srcs && b->srcs[i] ? b->srcs[i]
+            : b->data + (b->offsets[i] - b->offsets[0]));
+}
 
 /* Adds a finished batch's numbers to the matcher's stats. */
 void gpu_ids_count_batch(struct gpu_ids_batch *, uint64_t n_matched,

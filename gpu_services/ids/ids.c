@@ -501,7 +501,18 @@ gpu_ids_submit(struct gpu_ids_batch *b, struct gpu_stream *stream,
                const struct gpu_ids_pkt_hdr *hdrs, size_t n_packets,
                struct gpu_ids_verdict *verdicts)
 {
-    size_t i;
+    return gpu_ids_submit_in_place(b, stream, data, offsets, NULL, hdrs,
+                                   n_packets, verdicts);
+}
+
+int
+gpu_ids_submit_in_place(struct gpu_ids_batch *b, struct gpu_stream *stream,
+                        const uint8_t *data, const uint32_t *offsets,
+                        const uint8_t *const *srcs,
+                        const struct gpu_ids_pkt_hdr *hdrs, size_t n_packets,
+                        struct gpu_ids_verdict *verdicts)
+{
+    size_t i, n_in_place = 0;
     int error;
 
     if (!b || !offsets || n_packets > b->max_packets
@@ -515,11 +526,14 @@ gpu_ids_submit(struct gpu_ids_batch *b, struct gpu_stream *stream,
         if (offsets[i + 1] < offsets[i]) {
             return GPU_ERR_INVALID;
         }
+        n_in_place += srcs && srcs[i];
     }
     if (offsets[n_packets] - offsets[0] > b->max_bytes) {
         return GPU_ERR_INVALID;
     }
     b->data = data ? data + offsets[0] : NULL;
+    b->srcs = n_in_place ? srcs : NULL;
+    b->n_in_place = n_in_place;
     b->offsets = offsets;
     b->hdrs = hdrs;
     b->n_packets = n_packets;
