@@ -180,14 +180,18 @@ ids-switch-bench)
         | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/ids-switch-bench.log"
     ;;
 services-bench)
-    # Every service action in the switch: no service, CUDA, CPU backend.
+    # Every service action in the switch: no service, CUDA, CPU backend,
+    # each against no service in pairs on one switch (--alternate: rows
+    # a restart apart moved by 2x on the GPU machines); SERVICES_BENCH_ARGS
+    # replaces those arguments.
     echo "== switch benchmark of every service action"
     use_bundle
     cd "$SRC"
     "$SRC/scripts/unpack-data.sh" /tmp/ovsgpu-data
     rules=/tmp/ovsgpu-data/snort-community/community.rules
     scripts/bench-services-switch.sh --rules "$rules" --text "$rules" \
-        ${SERVICES_BENCH_ARGS:-} --out "$OUT/services-bench.txt" 2>&1 \
+        ${SERVICES_BENCH_ARGS:---alternate 5 --seconds 2} \
+        --out "$OUT/services-bench.txt" 2>&1 \
         | grep -v '^20[0-9][0-9]-' | tee -a "$OUT/services-bench.log"
     ;;
 recorder-bench)
