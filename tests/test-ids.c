@@ -244,10 +244,6 @@ check_verdicts(const struct pkts *p, const struct gpu_ids_verdict *v,
     }
 }
 
-/* Runs 'p' through a batch of 'm' four times, with each mix of the
- * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
- * input and the verdicts: on CUDA each mix takes its own copies.  'remap'
- * 2 is remapping with 'kernel_by_kernel' set. */
 /* gpu_ids_submit_in_place() on 'batch' (whose own buffers 'own' hold
  * 'p'): a seeded subset of the payloads (then all of them) read where
  * they are, each in its own 2 kB slot of "packet memory" registered with
@@ -346,6 +342,11 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
     free(srcs);
 }
 
+/* Runs 'p' through a batch of 'm' four times, with each mix of the
+ * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
+ * input and the verdicts: on CUDA each mix takes its own copies; then
+ * with payloads read in place (check_in_place()).  'remap' 2 is
+ * remapping with 'kernel_by_kernel' set. */
 static void
 check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                   const struct gpu_ids_verdict *expect, uint64_t seed,
