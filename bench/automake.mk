@@ -69,5 +69,6 @@ check-dpcls-peer: bench/classifier-bench-ovs
 .PHONY: check-dpcls-peer
 
 # Standalone (nvcc only): what CUDA runtime calls cost the calling thread.
-EXTRA_DIST += bench/cuda-call-cost.cu bench/cuda-submit-designs.cu \
+EXTRA_DIST += bench/cuda-call-cost.cu bench/cuda-device-launch.cu \
+	bench/cuda-submit-designs.cu \
 	bench/cuda-zero-copy.cu
