@@ -69,6 +69,7 @@ check-dpcls-peer: bench/classifier-bench-ovs
 .PHONY: check-dpcls-peer
 
 # Standalone (nvcc only): what CUDA runtime calls cost the calling thread.
-EXTRA_DIST += bench/cuda-call-cost.cu bench/cuda-device-launch.cu \
+EXTRA_DIST += bench/cuda-bench-gather.cuh bench/cuda-call-cost.cu \
+	bench/cuda-device-launch.cu \
 	bench/cuda-submit-designs.cu \
 	bench/cuda-zero-copy.cu

@@ -44,76 +44,8 @@
  * next one as soon as the last is seen done), gathers per second.
  */
 #include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, \
-            cudaGetErrorString(e_)); exit(1); } } while (0)
-
-struct args {
-    uint32_t n_bytes;
-    uint32_t n_packets;
-    uint32_t seq;
-};
-
-static double
-now_ns(void)
-{
-    return std::chrono::duration<double, std::nano>(
-        std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/* Pulls a->n_bytes from mapped host memory into device memory, and the
- * argument block into 'da' for the kernels after it. */
-__global__ void
-pull(const uint4 *h, uint4 *d, const volatile args *a, args *da)
-{
-    __shared__ args sa;
-
-    if (!threadIdx.x) {
-        sa.n_bytes = a->n_bytes;
-        sa.n_packets = a->n_packets;
-        sa.seq = a->seq;
-        if (!blockIdx.x) {
-            *da = sa;
-        }
-    }
-    __syncthreads();
-    uint32_t n = (sa.n_bytes + 15) / 16;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += gridDim.x * blockDim.x) {
-        d[i] = h[i];
-    }
-}
-
-/* Stands for the scan, confirm and rules kernels: touches the data. */
-__global__ void
-work(const uint8_t *d, const args *a, uint32_t *o)
-{
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-
-    if (i * 64 < a->n_bytes) {
-        o[i & 4095] += d[i * 64];
-    }
-}
-
-/* Pushes the verdicts to mapped host memory, then the sequence number. */
-__global__ void
-push(const uint2 *d, uint2 *h, const args *a, volatile uint32_t *done)
-{
-    for (uint32_t i = threadIdx.x; i < a->n_packets; i += blockDim.x) {
-        h[i] = d[i];
-    }
-    __threadfence_system();
-    __syncthreads();
-    if (!threadIdx.x) {
-        *done = a->seq;
-    }
-}
+#include "cuda-bench-gather.cuh"
 
 /* The scheduler: waits for the doorbell to move from '*seen' (or for
  * 'stop'), then launches 'work' and itself again. */
@@ -235,16 +167,12 @@ main(int argc, char *argv[])
     uint32_t *d_stop = d_words + 32;
 
     /* The work graph, launchable from the host and from the device. */
-    cudaGraph_t g;
+    struct gather_bufs gb = {
+        d_hdata, d_data, d_args, d_args_copy, d_out, blocks, d_verd,
+        d_hverd, d_done,
+    };
+    cudaGraph_t g = capture_gather(s, &gb);
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    pull<<<132 * 2, 512, 0, s>>>(d_hdata, (uint4 *) d_data, d_args,
-                                 d_args_copy);
-    for (int k = 0; k < 3; k++) {
-        work<<<blocks, 256, 0, s>>>(d_data, d_args_copy, d_out);
-    }
-    push<<<1, 512, 0, s>>>(d_verd, d_hverd, d_args_copy, d_done);
-    CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiateWithFlags(&ge, g,
                                      cudaGraphInstantiateFlagDeviceLaunch));
     CK(cudaGraphUpload(ge, s));

@@ -45,83 +45,13 @@
  * round trip (submit to seen done, one at a time), and the CPU time spent
  * polling during a round trip.
  */
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, \
-            cudaGetErrorString(e_)); exit(1); } } while (0)
-
-struct args {
-    uint32_t n_bytes;
-    uint32_t n_packets;
-    uint32_t seq;
-};
-
-static double now_ns()
-{
-    return std::chrono::duration<double, std::nano>(
-        std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/* Stands for the scan, confirm and rules kernels: touches the data.  Its
- * arguments are the device's copy that pull() made: a read of mapped
- * memory by every thread would cross PCIe for each. */
-__global__ void work(const uint8_t *d, const args *a, uint32_t *o)
-{
-    uint32_t n = a->n_bytes;
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i * 64 < n) {
-        o[i & 4095] += d[i * 64];
-    }
-}
+#include "cuda-bench-gather.cuh"
 
 __global__ void work_n(const uint8_t *d, uint32_t n, uint32_t *o)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i * 64 < n) {
         o[i & 4095] += d[i * 64];
-    }
-}
-
-/* Pulls a->n_bytes from mapped host memory into device memory, and the
- * argument block into 'da' for the kernels after it: one read of mapped
- * memory per block. */
-__global__ void pull(const uint4 *h, uint4 *d, const volatile args *a,
-                     args *da)
-{
-    __shared__ args sa;
-    if (!threadIdx.x) {
-        sa.n_bytes = a->n_bytes;
-        sa.n_packets = a->n_packets;
-        sa.seq = a->seq;
-        if (!blockIdx.x) {
-            *da = sa;
-        }
-    }
-    __syncthreads();
-    uint32_t n = (sa.n_bytes + 15) / 16;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += gridDim.x * blockDim.x) {
-        d[i] = h[i];
-    }
-}
-
-/* Pushes verdicts to mapped host memory, then the sequence number. */
-__global__ void push(const uint2 *d, uint2 *h, const args *a,
-                     volatile uint32_t *done)
-{
-    uint32_t n = a->n_packets;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        h[i] = d[i];
-    }
-    __threadfence_system();
-    __syncthreads();
-    if (!threadIdx.x) {
-        *done = a->seq;
     }
 }
 
@@ -211,16 +141,12 @@ int main(int argc, char *argv[])
     CK(cudaHostGetDevicePointer((void **) &d_hdata, h_data, 0));
     CK(cudaHostGetDevicePointer((void **) &d_hverd, h_verd, 0));
     CK(cudaHostGetDevicePointer((void **) &d_done, h_done, 0));
-    cudaGraph_t g;
+    struct gather_bufs gb = {
+        d_hdata, d_data, d_args, d_args_copy, d_out, blocks, d_verd,
+        d_hverd, d_done,
+    };
+    cudaGraph_t g = capture_gather(s, &gb);
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    pull<<<132 * 2, 512, 0, s>>>(d_hdata, (uint4 *) d_data, d_args,
-                                 d_args_copy);
-    for (int k = 0; k < 3; k++) {
-        work<<<blocks, 256, 0, s>>>(d_data, d_args_copy, d_out);
-    }
-    push<<<1, 512, 0, s>>>(d_verd, d_hverd, d_args_copy, d_done);
-    CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaGraphUpload(ge, s));
     time_rounds("graph", bytes, N, [&](int i) {
