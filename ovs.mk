@@ -256,7 +256,8 @@ if HAVE_DPDK
 		&& $(srcdir)/scripts/bench-services-switch.sh --check \
 		--rules data/snort-community/community.rules \
 		--services ids-drop --alternate 1 --backends cpu --seconds 1 \
-		--count 3000' > dpdk-services.log 2>&1; \
+		--count 3000 --out dpdk-services-ids.txt' \
+		> dpdk-services.log 2>&1; \
 	status=$$?; tail -6 dpdk-services.log; exit $$status
 else
 	@echo "DPDK services test FAILED: built without DPDK" \
