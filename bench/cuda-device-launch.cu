@@ -130,9 +130,9 @@ main(int argc, char *argv[])
     args *h_args, *d_args_copy;
     cudaDeviceProp prop;
 
+    CK(cudaSetDeviceFlags(cudaDeviceMapHost));
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s\n", prop.name);
-    CK(cudaSetDeviceFlags(cudaDeviceMapHost));
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&s_sched, cudaStreamNonBlocking));
     CK(cudaHostAlloc(&h_data, 4 << 20, cudaHostAllocMapped));

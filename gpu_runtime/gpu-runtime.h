@@ -119,9 +119,11 @@ void gpu_host_free(void *p);
  * device, or one that cannot use host addresses as they are),
  * GPU_ERR_DEVICE (cudaHostRegister() refused it), GPU_ERR_NOMEM (64
  * registrations over the process's life, unregistered ones included) or
- * GPU_ERR_INVALID.  Registration pins the pages: ~150 ms for
- * 2.5 GB of 4 kB pages on the H100 machine, so not in a datapath thread.
- * Ranges stay registered until gpu_host_unregister(). */
+ * GPU_ERR_INVALID.  Registration pins the pages: on the H100 machine
+ * ~150 ms for 2.5 GB of 4 kB pages alone (bench/cuda-zero-copy.cu),
+ * 0.9-1.4 s for DPDK's 2.5 GB in the switch, so not in a datapath
+ * thread.  Ranges stay registered until gpu_host_unregister(), also once
+ * gpu_host_retire() retired them (registering one again then fails). */
 int gpu_host_register(void *addr, size_t len, int device);
 
 /* Forgets the range that gpu_host_register() registered at 'addr', and

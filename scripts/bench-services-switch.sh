@@ -485,6 +485,18 @@ query_time() {
         "$(test -n "$long" && echo "$long ms" || echo -)"
 }
 
+# An awk function, median(LIST): the median of the numbers in the
+# space-separated string LIST.
+AWK_MEDIAN='
+    function median(list,    n, v, i, j, t) {
+        n = split(list, v, " ")
+        for (i = 2; i <= n; i++)
+            for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+                t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+            }
+        return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }'
+
 # start_row SERVICE BACKEND PCAP: a switch for SERVICE's rows on BACKEND
 # (none, cuda, cpu) with PCAP as its source, ready for SERVICE's flows.
 start_row() {
@@ -611,28 +623,22 @@ alternate_row() {
               'BEGIN { printf "%.6f", t - on }')
     chk=$(row_checks $service $backend)
     echo "$pairs" | awk -v s=$service -v b=$backend -v p=$N_PORTS \
-        -v m="$mean" -v lat="$lat" -v chk="$chk" '
-        function median(v, n,    i, j, t) {
-            for (i = 2; i <= n; i++)
-                for (j = i; j > 1 && v[j - 1] > v[j]; j--) {
-                    t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
-                }
-            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-        }
+        -v m="$mean" -v lat="$lat" -v chk="$chk" "$AWK_MEDIAN"'
         {
             for (i = 1; i < NF; i += 2) {
                 n++
-                none[n] = $i; svc[n] = $(i + 1)
-                ratio[n] = $i > 0 ? $(i + 1) / $i : 0
-                cost[n] = $i > 0 && $(i + 1) > 0 \
-                          ? 1000 / $(i + 1) - 1000 / $i : 0
-                lo = n == 1 || ratio[n] < lo ? ratio[n] : lo
-                hi = n == 1 || ratio[n] > hi ? ratio[n] : hi
-                slo = n == 1 || svc[n] < slo ? svc[n] : slo
-                shi = n == 1 || svc[n] > shi ? svc[n] : shi
+                ratio = $i > 0 ? $(i + 1) / $i : 0
+                none = none " " $i; svc = svc " " $(i + 1)
+                ratios = ratios " " ratio
+                costs = costs " " ($i > 0 && $(i + 1) > 0 \
+                                   ? 1000 / $(i + 1) - 1000 / $i : 0)
+                lo = n == 1 || ratio < lo ? ratio : lo
+                hi = n == 1 || ratio > hi ? ratio : hi
+                slo = n == 1 || $(i + 1) < slo ? $(i + 1) : slo
+                shi = n == 1 || $(i + 1) > shi ? $(i + 1) : shi
             }
-            r = median(ratio, n); c = median(cost, n)
-            mn = median(none, n); ms = median(svc, n)
+            r = median(ratios); c = median(costs)
+            mn = median(none); ms = median(svc)
             printf "%-10s %-5s %4s %8.3f %8.3f %8.2f %8.2f %7.0f %9s  " \
                    "%s; pairs %d, vs none %.2f-%.2f, service " \
                    "%.3f-%.3f Mpps\n", s, b, p, mn, ms, ms * m * 8 / 1e3, \
@@ -716,15 +722,7 @@ if test "$REPEAT" -gt 1; then
     echo "medians of $REPEAT runs: Mpps in, then each run's \"vs none\"," \
         "then the service's median over the no-service median:" \
         | tee -a ${OUTFILE:+"$OUTFILE"}
-    awk '
-        function median(list,    n, v, i, j, t) {
-            n = split(list, v, " ")
-            for (i = 2; i <= n; i++)
-                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
-                    t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
-                }
-            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-        }
+    awk "$AWK_MEDIAN"'
         {
             key = $1 " " $2 " " $3
             if (!(key in rate)) order[++n] = key
