@@ -311,9 +311,12 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
             n_in_place++;
         }
         uint8_t *outside = NULL;
+        size_t outside_len = 0;
         if (round == 2 && p->n) {
             /* The last packet's payload on the heap. */
             size_t plen = p->offsets[p->n] - p->offsets[p->n - 1];
+
+            outside_len = plen;
 
             outside = malloc(plen + 1);
             memcpy(outside, p->data + p->offsets[p->n - 1], plen);
@@ -330,8 +333,9 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
         snprintf(how, sizeof how, "in place, %zu of %zu payloads%s",
                  n_in_place, p->n, round == 2 ? ", one unregistered" : "");
         check_verdicts(p, own->verdicts, expect, seed, backend, remap, how);
-        if (cuda && round == 2 && p->n) {
-            /* The device was not asked to read the heap. */
+        if (cuda && outside_len) {
+            /* The device was not asked to read the heap (an empty
+             * payload there is nothing to read). */
             assert_true(after.n_fallbacks > before.n_fallbacks);
         } else if (cuda && after.n_fallbacks != before.n_fallbacks) {
             /* The same payloads copied did not overflow the hit lists
@@ -1638,7 +1642,7 @@ test_sync_while_rung(void **state)
         struct gpu_ids_matcher *m;
         struct ringer r;
         pthread_t thread;
-        double worst_ms = 0;
+        double worst_sync_ms = 0, worst_ms = 0;
 
         memset(&r, 0, sizeof r);
         gpu_ids_matcher_config_init(&cfg);
@@ -1664,12 +1668,21 @@ test_sync_while_rung(void **state)
 
             assert_int_equal(gpu_ids_matcher_rule_counts(m, counts, 2),
                              GPU_OK);
+
+            double t1 = mono_ms();
+
             assert_int_equal(gpu_ids_batch_create(m, 3, 64, &other),
                              GPU_OK);
             gpu_ids_batch_destroy(other);
 
-            double ms = mono_ms() - t0;
-            worst_ms = ms > worst_ms ? ms : worst_ms;
+            double t2 = mono_ms();
+
+            if (t1 - t0 > worst_sync_ms) {
+                worst_sync_ms = t1 - t0;
+            }
+            if (t2 - t1 > worst_ms) {
+                worst_ms = t2 - t1;
+            }
             struct timespec pause = { 0, 5 * 1000 * 1000 };
             nanosleep(&pause, NULL);
         }
@@ -1678,15 +1691,15 @@ test_sync_while_rung(void **state)
         gpu_ids_matcher_get_stats(m, &after);
         printf("  %s: %"PRIu64" rounds rung meanwhile (%"PRIu64" launched "
                "by the device, scheduler woken %"PRIu64" times); slowest "
-               "sync and batch create/destroy %.2f ms\n",
+               "device sync %.2f ms, batch create and destroy %.2f ms\n",
                gpu_ids_backend_name(backends[b]), r.n_rounds,
                after.n_device_launches - before.n_device_launches,
                after.n_scheduler_launches - before.n_scheduler_launches,
-               worst_ms);
+               worst_sync_ms, worst_ms);
         assert_int_equal(r.error, GPU_OK);
         assert_int_equal(r.bad_sid, 0);
         assert_true(r.n_rounds > 0);
-        assert_true(worst_ms < 100);
+        assert_true(worst_sync_ms < 100 && worst_ms < 100);
         if (backends[b] == GPU_IDS_BACKEND_CUDA) {
             assert_true(after.n_device_launches > before.n_device_launches);
         }

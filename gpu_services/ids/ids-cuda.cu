@@ -825,7 +825,8 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
 }
 
 /* Writes the descriptors of the payloads 'b''s submission leaves in place
- * to 'out' (room for its packets), their count to '*n'.  Returns
+ * to 'out' (room for its packets), their count to '*n' (an empty one
+ * needs none: nothing of it is read).  Returns
  * GPU_ERR_INVALID, for the CPU to match the batch, if one is not where
  * the device may read it: a kernel reading it would fault and leave the
  * context unusable. */
@@ -835,13 +836,15 @@ fill_descs(const struct gpu_ids_batch *b, struct gather_desc *out,
 {
     *n = 0;
     for (size_t i = 0; i < b->n_packets; i++) {
-        if (b->srcs[i]) {
+        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+
+        if (b->srcs[i] && len) {
             struct gather_desc *d = &out[(*n)++];
 
             d->src = (uintptr_t) b->srcs[i];
             d->dst = b->offsets[i] - b->offsets[0];
-            d->len = b->offsets[i + 1] - b->offsets[i];
-            if (!gpu_host_readable_in_place(b->srcs[i], d->len)) {
+            d->len = len;
+            if (!gpu_host_readable_in_place(b->srcs[i], len)) {
                 return GPU_ERR_INVALID;
             }
         }
