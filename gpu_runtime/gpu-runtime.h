@@ -204,8 +204,10 @@ struct gpu_stream *gpu_stream_per_thread(void);
  * number to a doorbell in mapped host memory, which a one-thread
  * scheduler kernel polls; seeing it move, the scheduler launches the
  * graph from the device and relaunches itself to run after it.  The
- * launch then costs the thread a store instead of a runtime call (~5 us
- * on the H200 machine, bench/cuda-device-launch.cu).  Its arguments must
+ * launch then costs the thread a store instead of a runtime call (~2-5
+ * us on the H200 machine, bench/cuda-device-launch.cu), which gpu_ids'
+ * scans in the switch did not show (docs/PERFORMANCE.md, seventeenth
+ * session): its users make it an option.  Its arguments must
  * reach the device without a copy: the graph's first kernel reads them
  * from mapped host memory.  A kernel that never ends would make every
  * runtime call that synchronizes the device (cudaFree(), among others)

@@ -67,7 +67,7 @@ struct ids_ruleset {
     char *config;               /* other_config value it was loaded from. */
     char *path;
     bool partial, commented;
-    bool host_launch;           /* ",launch=host": no device launch. */
+    bool device_launch;         /* ",launch=device". */
     long long int loaded_ms;    /* Wall clock. */
 
     struct gpu_ids_ruleset *rs;
@@ -171,7 +171,7 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
                                   item + 7);
                 goto out;
             }
-            r->host_launch = !strcmp(item + 7, "host");
+            r->device_launch = !strcmp(item + 7, "device");
             continue;
         }
 
@@ -231,7 +231,7 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
     mcfg.backend = use_cuda ? GPU_IDS_BACKEND_CUDA : GPU_IDS_BACKEND_CPU;
     mcfg.device = cuda_device;
     mcfg.remap = true;
-    mcfg.host_launch = r->host_launch;
+    mcfg.device_launch = r->device_launch;
     error = gpu_ids_matcher_create(r->rs, &mcfg, &r->matcher);
     if (error && use_cuda) {
         /* The device refused (memory, say): the CPU still does the job. */
@@ -1210,7 +1210,7 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   r->commented ? " (commented rules too)" : "");
     ds_put_format(s, "  backend: %s%s, loaded %.0f s ago\n",
                   gpu_ids_backend_name(ms.backend),
-                  r->host_launch ? " (launch=host)" : "", secs);
+                  r->device_launch ? " (launch=device)" : "", secs);
     ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
                   "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
                   st.n_skipped);

@@ -351,7 +351,7 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
  * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
  * input and the verdicts: on CUDA each mix takes its own copies; then
  * with payloads read in place (check_in_place()).  'remap' 2 is
- * remapping with 'kernel_by_kernel' set, 3 with 'host_launch'. */
+ * remapping with 'kernel_by_kernel' set, 3 with 'device_launch'. */
 static void
 check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                   const struct gpu_ids_verdict *expect, uint64_t seed,
@@ -420,11 +420,11 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                                          + (own_out ? 1 : 2) + 1))
                                      + clears);
 
-            if (rung && (!graph || clears || remap == 3)) {
+            if (rung && (!graph || clears || remap != 3)) {
                 fail_msg("%s: launched by the device (%" PRIu64 " set "
                          "clears, remap %d)", how, clears, remap);
             }
-            if (graph && mix == 4 && !clears && remap != 3 && rung != 1) {
+            if (graph && mix == 4 && !clears && remap == 3 && rung != 1) {
                 fail_msg("%s: %" PRIu64 " launches by the device, "
                          "expected 1", how, rung);
             }
@@ -451,9 +451,8 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
     struct gpu_ids_verdict *v = gpu_host_alloc((p->n + 1) * sizeof *v);
 
     for (int b = 0; b < n_backends; b++) {
-        /* On CUDA: 0, 1 remap with the batch's graph (launched by the
-         * device), 2 remap kernel by kernel, 3 remap with the graph
-         * launched from the host. */
+        /* On CUDA: 0, 1 remap with the batch's graph, 2 remap kernel by
+         * kernel, 3 remap with the graph launched by the device. */
         for (int remap = 0; remap < 4; remap++) {
             struct gpu_ids_matcher_config cfg;
             struct gpu_ids_matcher *m;
@@ -465,7 +464,7 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
             cfg.backend = backends[b];
             cfg.remap = remap != 0;
             cfg.kernel_by_kernel = remap == 2;
-            cfg.host_launch = remap == 3;
+            cfg.device_launch = remap == 3;
             cfg.chunk_bytes = remap ? 64 : 0;   /* Many chunk edges. */
             assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
             memset(v, 0xa5, (p->n + 1) * sizeof *v);
@@ -1647,6 +1646,7 @@ test_sync_while_rung(void **state)
         memset(&r, 0, sizeof r);
         gpu_ids_matcher_config_init(&cfg);
         cfg.backend = backends[b];
+        cfg.device_launch = true;
         assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
         assert_int_equal(gpu_ids_batch_create(m, 3, 64, &r.batch), GPU_OK);
         assert_int_equal(gpu_ids_batch_buffers(r.batch, &r.own), GPU_OK);

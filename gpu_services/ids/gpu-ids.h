@@ -257,12 +257,16 @@ struct gpu_ids_matcher_config {
      * always queued.  For comparisons and tests. */
     bool kernel_by_kernel;
 
-    /* CUDA: the submitting thread launches the batch's graph itself (one
-     * runtime call, ~5 us of its time) rather than ring a scheduler
-     * kernel that launches it from the device (gpu-runtime.h, "Device
-     * launch"; at most GPU_GRAPH_MAX_SCHEDULERS batches of a process
-     * have one, the others launch from the host).  For comparisons. */
-    bool host_launch;
+    /* CUDA: rather than launch the batch's graph itself (one runtime
+     * call, ~2 us of the submitting thread's time), the thread rings a
+     * scheduler kernel that launches it from the device (gpu-runtime.h,
+     * "Device launch"; at most GPU_GRAPH_MAX_SCHEDULERS batches of a
+     * process get one, the others launch from the host).  Off by
+     * default: in the switch it was no faster, with 1, 2 or 4 PMDs
+     * (docs/PERFORMANCE.md, seventeenth session), and its scheduler
+     * makes calls that synchronize the device wait up to
+     * GPU_GRAPH_LIFE_NS. */
+    bool device_launch;
 };
 
 void gpu_ids_matcher_config_init(struct gpu_ids_matcher_config *);

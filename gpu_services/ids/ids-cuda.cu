@@ -820,7 +820,7 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
                 || scan_blocks(b, b->n_packets, b->n_bytes)
                    <= (c->graph.g.exec ? c->graph.scan_blocks : UINT32_MAX))
             && (c->graph.g.exec
-                || (!b->m->cfg.host_launch && !graph_build(b, true))
+                || (b->m->cfg.device_launch && !graph_build(b, true))
                 || !graph_build(b, false)));
 }
 
