@@ -900,6 +900,10 @@ gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
  * time. */
 #define PULL_RUN_BYTES 2048
 
+#define MIN(A, B) ((A) < (B) ? (A) : (B))
+#define MAX(A, B) ((A) > (B) ? (A) : (B))
+#define DIV_ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y))
+
 /* Writes to 'out' the descriptors by which the graph pulls every payload
  * of 'b''s submission: where it is for those read in place, in the
  * batch's host block ('h_data_dev', as the device addresses it) for the
@@ -912,6 +916,25 @@ fill_pull_descs(const struct gpu_ids_batch *b, const char *h_data_dev,
     struct gather_desc *run = NULL;     /* The staged run to extend. */
 
     *n = 0;
+    if (!b->srcs || !b->n_in_place) {
+        /* All staged, one after the other: pieces of the whole, without
+         * a look at each packet (~3 ns a packet of the thread's time for
+         * 4,096 packets in ids-bench). */
+        uint32_t total = b->offsets[b->n_packets] - b->offsets[0];
+        /* No more pieces than packets: room for that many follows the
+         * payloads. */
+        uint32_t piece = MAX(PULL_RUN_BYTES,
+                             DIV_ROUND_UP(total, b->n_packets));
+
+        for (uint32_t at = 0; at < total; at += piece) {
+            struct gather_desc *d = &out[(*n)++];
+
+            d->src = (uintptr_t) (h_data_dev + at);
+            d->dst = at;
+            d->len = MIN(piece, total - at);
+        }
+        return GPU_OK;
+    }
     for (size_t i = 0; i < b->n_packets; i++) {
         uint32_t dst = b->offsets[i];
         uint32_t len = b->offsets[i + 1] - dst;
