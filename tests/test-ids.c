@@ -1052,7 +1052,8 @@ random_case(uint64_t seed, size_t n_rules, size_t n_packets)
             default: snprintf(ports[k], 64, "any"); break;
             }
         }
-        used += sprintf(text + used, "alert %s any %s %s any %s (msg:\"r%zu\";",
+        used += sprintf(text + used,
+                        "alert %s any %s %s any %s (msg:\"r%zu\";",
                         protos[rng_below(&r, 4)], ports[0],
                         rng_below(&r, 4) ? "->" : "<>", ports[1], i);
         size_t nc = 1 + rng_below(&r, 4);
@@ -1716,7 +1717,9 @@ main(void)
     int chosen[2];
 
     master_seed = test_seed_init("test-ids");
-    n_backends = test_backends_from_env("test-ids", "GPU_IDS_BACKEND", cuda, GPU_IDS_BACKEND_CPU, GPU_IDS_BACKEND_CUDA, chosen);
+    n_backends = test_backends_from_env("test-ids", "GPU_IDS_BACKEND", cuda,
+                                        GPU_IDS_BACKEND_CPU,
+                                        GPU_IDS_BACKEND_CUDA, chosen);
     if (!n_backends) {
         return 1;
     }
