@@ -62,24 +62,26 @@ work(const uint8_t *d, const args *a, uint32_t *o)
     }
 }
 
-/* Pulls a->n_bytes from mapped host memory into device memory, and the
- * argument block into 'da' for the kernels after it: one read of mapped
- * memory per block. */
+/* Copies the argument block from mapped host memory to 'da', for the
+ * kernels after it.  One thread: when each of pull()'s 264 blocks read
+ * the block's words itself, the reads of the same words crossed the bus
+ * one after the other, ~800 us in all on the H200 machine, where a grid
+ * reading distinct words pulls 20 kB in ~9 us (docs/PERFORMANCE.md,
+ * seventeenth session). */
 __global__ void
-pull(const uint4 *h, uint4 *d, const volatile args *a, args *da)
+pull_args(const volatile args *a, args *da)
 {
-    __shared__ args sa;
+    da->n_bytes = a->n_bytes;
+    da->n_packets = a->n_packets;
+    da->seq = a->seq;
+}
 
-    if (!threadIdx.x) {
-        sa.n_bytes = a->n_bytes;
-        sa.n_packets = a->n_packets;
-        sa.seq = a->seq;
-        if (!blockIdx.x) {
-            *da = sa;
-        }
-    }
-    __syncthreads();
-    uint32_t n = (sa.n_bytes + 15) / 16;
+/* Pulls da->n_bytes from mapped host memory into device memory. */
+__global__ void
+pull(const uint4 *h, uint4 *d, const args *da)
+{
+    uint32_t n = (da->n_bytes + 15) / 16;
+
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += gridDim.x * blockDim.x) {
         d[i] = h[i];
@@ -121,8 +123,9 @@ capture_gather(cudaStream_t s, const struct gather_bufs *b)
     cudaGraph_t g;
 
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    pull_args<<<1, 1, 0, s>>>(b->mapped_args, b->d_args);
     pull<<<132 * 2, 512, 0, s>>>(b->mapped_data, (uint4 *) b->d_data,
-                                 b->mapped_args, b->d_args);
+                                 b->d_args);
     for (int k = 0; k < 3; k++) {
         work<<<b->work_blocks, 256, 0, s>>>(b->d_data, b->d_args, b->d_out);
     }

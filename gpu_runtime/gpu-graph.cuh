@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "gpu_runtime/gpu-runtime.h"
+
 /* The last kernel of a struct gpu_graph (gpu-runtime.h): once everything
  * queued before it is done, the launch's sequence number ('*seq', in the
  * device copy of the launch's arguments) goes to the host's flag.  The
@@ -29,6 +31,102 @@ gpu_graph_done_kernel(const uint32_t *seq, volatile uint32_t *flag)
 {
     __threadfence_system();
     *flag = *seq;
+}
+
+/* The device's clock, in nanoseconds. */
+static __device__ __forceinline__ unsigned long long
+gpu_graph_clock_ns(void)
+{
+    unsigned long long t;
+
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Launches 'work' (fire and forget) for ring 'ring', then this kernel's
+ * own graph again, to run once 'work' is done.  If a launch fails the
+ * scheduler parks: the ring's poll sees its stream idle without the done
+ * flag and reports a device error, and the next ring starts it again. */
+static __device__ void
+gpu_graph_scheduler_take(volatile uint32_t *bell, unsigned long long *state,
+                         cudaGraphExec_t work, uint32_t ring)
+{
+    state[0] = ring;
+    if (cudaGraphLaunch(work, cudaStreamGraphFireAndForget) != cudaSuccess
+        || cudaGraphLaunch(cudaGetCurrentGraphExec(),
+                           cudaStreamGraphTailLaunch) != cudaSuccess) {
+        state[1] = 0;
+        bell[GPU_GRAPH_BELL_PARKED] = 1;
+        __threadfence_system();
+    }
+}
+
+/* A struct gpu_graph's scheduler (gpu-runtime.h, "Device launch"): one
+ * thread that polls the doorbell in mapped host memory and launches
+ * 'work' when it moves.  'state' (device memory): [0] the last ring
+ * taken, [1] when the scheduler was launched from the host (0: it has
+ * not run since).  It parks after GPU_GRAPH_IDLE_NS without a ring, or
+ * once GPU_GRAPH_LIFE_NS have passed since that launch. */
+static __global__ void
+gpu_graph_scheduler_kernel(volatile uint32_t *bell, unsigned long long *state,
+                           cudaGraphExec_t work)
+{
+    unsigned long long start = gpu_graph_clock_ns();
+    uint32_t seen = (uint32_t) state[0];
+
+    if (!state[1]) {
+        state[1] = start;
+    }
+    for (;;) {
+        if (bell[GPU_GRAPH_BELL_STOP]) {
+            return;
+        }
+        uint32_t ring = bell[GPU_GRAPH_BELL_SEQ];
+
+        if (ring != seen) {
+            gpu_graph_scheduler_take(bell, state, work, ring);
+            return;
+        }
+
+        unsigned long long now = gpu_graph_clock_ns();
+
+        if (now - start > GPU_GRAPH_IDLE_NS
+            || now - state[1] > GPU_GRAPH_LIFE_NS) {
+            /* Park, then look at the doorbell once more: a thread that
+             * rang before it could see 'parked' expects this scheduler
+             * to take its ring (gpu_graph_launch()). */
+            state[1] = 0;
+            bell[GPU_GRAPH_BELL_PARKED] = 1;
+            __threadfence_system();
+            ring = bell[GPU_GRAPH_BELL_SEQ];
+            if (ring != seen) {
+                bell[GPU_GRAPH_BELL_PARKED] = 0;
+                state[1] = now;
+                gpu_graph_scheduler_take(bell, state, work, ring);
+            }
+            return;
+        }
+    }
+}
+
+/* Gives 'g' (built by gpu_graph_capture_end_device()) a scheduler, so
+ * that gpu_graph_launch() rings instead of calling the runtime.  Returns
+ * GPU_OK, or an error with 'g' launched from the host as before. */
+static inline int
+gpu_graph_start_scheduler(struct gpu_graph *g)
+{
+    void *capture;
+    int error = gpu_graph_scheduler_begin(g, &capture);
+
+    if (error) {
+        return error;
+    }
+    gpu_graph_scheduler_kernel<<<1, 1, 0, (cudaStream_t) capture>>>(
+        g->bell_dev, (unsigned long long *) g->sched_state_dev,
+        (cudaGraphExec_t) g->exec);
+    return gpu_graph_scheduler_end(g, capture,
+                                   cudaGetLastError() == cudaSuccess
+                                   ? GPU_OK : GPU_ERR_DEVICE);
 }
 
 #endif /* gpu-graph.cuh */

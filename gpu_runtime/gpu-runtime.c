@@ -642,11 +642,18 @@ gpu_graph_capture_begin(struct gpu_graph *g, void **capture_stream)
 #endif
 }
 
-/* Ends the capture begun by gpu_graph_capture_begin() and builds 'g', or,
- * if that fails or 'error' (the queueing's own status) is set, marks it
- * broken.  Returns GPU_OK or an error. */
-int
-gpu_graph_capture_end(struct gpu_graph *g, void *capture_stream, int error)
+#ifdef HAVE_CUDA
+/* Schedulers that exist (struct gpu_graph's device launch). */
+static atomic_int n_schedulers;
+#endif
+
+/* Ends the capture on 'capture_stream' and instantiates its graph with
+ * 'flags' (cudaGraphInstantiateFlags) into '*execp', uploading it to the
+ * device if 'upload'; destroys the stream.  Returns GPU_OK or an
+ * error. */
+static int
+graph_end_capture(void *capture_stream, int error, unsigned long long flags,
+                  bool upload, void **execp)
 {
 #ifdef HAVE_CUDA
     cudaStream_t cs = capture_stream;
@@ -654,7 +661,12 @@ gpu_graph_capture_end(struct gpu_graph *g, void *capture_stream, int error)
     cudaGraphExec_t exec = NULL;
 
     if (cudaStreamEndCapture(cs, &graph) != cudaSuccess || error
-        || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        || cudaGraphInstantiateWithFlags(&exec, graph, flags) != cudaSuccess
+        || (upload && (cudaGraphUpload(exec, cs) != cudaSuccess
+                       || cudaStreamSynchronize(cs) != cudaSuccess))) {
+        if (exec) {
+            cudaGraphExecDestroy(exec);
+        }
         exec = NULL;
         error = error ? error : GPU_ERR_DEVICE;
     }
@@ -663,16 +675,173 @@ gpu_graph_capture_end(struct gpu_graph *g, void *capture_stream, int error)
     }
     cudaStreamDestroy(cs);
     cudaGetLastError();
-    g->exec = exec;
+    *execp = exec;
+    return error;
 #else
     (void) capture_stream;
-    error = GPU_ERR_NO_DEVICE;
+    (void) flags;
+    (void) upload;
+    *execp = NULL;
+    return error ? error : GPU_ERR_NO_DEVICE;
 #endif
+}
+
+/* Ends the capture begun by gpu_graph_capture_begin() and builds 'g', or,
+ * if that fails or 'error' (the queueing's own status) is set, marks it
+ * broken.  Returns GPU_OK or an error. */
+int
+gpu_graph_capture_end(struct gpu_graph *g, void *capture_stream, int error)
+{
+    error = graph_end_capture(capture_stream, error, 0, false, &g->exec);
     if (error) {
         gpu_graph_destroy(g);
         g->broken = true;
     }
     return error;
+}
+
+/* The same, building 'g' so that the device may launch it too (then
+ * gpu_graph_start_scheduler()). */
+int
+gpu_graph_capture_end_device(struct gpu_graph *g, void *capture_stream,
+                             int error)
+{
+#ifdef HAVE_CUDA
+    error = graph_end_capture(capture_stream, error,
+                              cudaGraphInstantiateFlagDeviceLaunch, true,
+                              &g->exec);
+#else
+    error = graph_end_capture(capture_stream, error, 0, false, &g->exec);
+#endif
+    if (error) {
+        gpu_graph_destroy(g);
+        g->broken = true;
+    } else {
+        g->device_launchable = true;
+    }
+    return error;
+}
+
+/* Frees the scheduler's doorbell, state and stream ('g''s scheduler has
+ * ended or was never launched). */
+static void
+graph_scheduler_free(struct gpu_graph *g)
+{
+#ifdef HAVE_CUDA
+    if (g->sched_exec) {
+        cudaGraphExecDestroy((cudaGraphExec_t) g->sched_exec);
+        g->sched_exec = NULL;
+    }
+    if (g->sched_stream) {
+        cudaStreamDestroy((cudaStream_t) g->sched_stream);
+        g->sched_stream = NULL;
+    }
+    if (g->bell) {
+        cudaFreeHost(g->bell);
+        g->bell = NULL;
+        g->bell_dev = NULL;
+        atomic_fetch_sub(&n_schedulers, 1);
+    }
+    if (g->sched_state_dev) {
+        cudaFree(g->sched_state_dev);
+        g->sched_state_dev = NULL;
+    }
+    cudaGetLastError();
+#else
+    (void) g;
+#endif
+}
+
+int
+gpu_graph_scheduler_begin(struct gpu_graph *g, void **capture_stream)
+{
+    *capture_stream = NULL;
+#ifdef HAVE_CUDA
+    if (!g->exec || !g->device_launchable || g->sched_exec || g->bell
+        || g->in_flight) {
+        return GPU_ERR_INVALID;
+    }
+    if (atomic_fetch_add(&n_schedulers, 1) >= GPU_GRAPH_MAX_SCHEDULERS) {
+        atomic_fetch_sub(&n_schedulers, 1);
+        return GPU_ERR_INVALID;
+    }
+
+    /* The scheduler has seen what the doorbell says now. */
+    uint64_t state[2] = { g->seq, 0 };
+    cudaStream_t ss;
+
+    if (cudaHostAlloc((void **) &g->bell,
+                      GPU_GRAPH_BELL_WORDS * sizeof *g->bell,
+                      cudaHostAllocMapped) != cudaSuccess) {
+        g->bell = NULL;
+        atomic_fetch_sub(&n_schedulers, 1);
+        cudaGetLastError();
+        return GPU_ERR_DEVICE;
+    }
+    memset(g->bell, 0, GPU_GRAPH_BELL_WORDS * sizeof *g->bell);
+    g->bell[GPU_GRAPH_BELL_SEQ] = g->seq;
+    g->bell[GPU_GRAPH_BELL_PARKED] = 1;
+    if (cudaHostGetDevicePointer((void **) &g->bell_dev, g->bell, 0)
+        == cudaSuccess
+        && cudaMalloc((void **) &g->sched_state_dev, sizeof state)
+           == cudaSuccess
+        && cudaMemcpy(g->sched_state_dev, state, sizeof state,
+                      cudaMemcpyHostToDevice) == cudaSuccess
+        && cudaStreamCreateWithFlags(&ss, cudaStreamNonBlocking)
+           == cudaSuccess) {
+        g->sched_stream = ss;
+        if (cudaStreamBeginCapture(ss, cudaStreamCaptureModeThreadLocal)
+            == cudaSuccess) {
+            /* Captured on its own stream: ending the capture leaves the
+             * stream to run the scheduler on. */
+            *capture_stream = ss;
+            return GPU_OK;
+        }
+    }
+    graph_scheduler_free(g);
+    return GPU_ERR_DEVICE;
+#else
+    (void) g;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_graph_scheduler_end(struct gpu_graph *g, void *capture_stream, int error)
+{
+#ifdef HAVE_CUDA
+    cudaStream_t ss = capture_stream;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+
+    if (cudaStreamEndCapture(ss, &graph) != cudaSuccess || error
+        || cudaGraphInstantiateWithFlags(
+               &exec, graph, cudaGraphInstantiateFlagDeviceLaunch)
+           != cudaSuccess
+        || cudaGraphUpload(exec, ss) != cudaSuccess) {
+        error = error ? error : GPU_ERR_DEVICE;
+    }
+    if (graph) {
+        cudaGraphDestroy(graph);
+    }
+    g->sched_exec = exec;
+    if (!error) {
+        g->bell[GPU_GRAPH_BELL_PARKED] = 0;
+        if (cudaGraphLaunch(exec, ss) != cudaSuccess) {
+            error = GPU_ERR_DEVICE;
+        }
+    }
+    if (error) {
+        cudaStreamSynchronize(ss);
+        graph_scheduler_free(g);
+    }
+    cudaGetLastError();
+    return error;
+#else
+    (void) g;
+    (void) capture_stream;
+    return error ? error : GPU_ERR_NO_DEVICE;
+#endif
 }
 
 /* The sequence number the next launch's done kernel must write. */
@@ -682,9 +851,9 @@ gpu_graph_next_seq(struct gpu_graph *g)
     return g->seq + 1;
 }
 
-/* Launches 'g' on 'stream' (a cudaStream_t). */
+/* Launches 'g' on 'stream' (a cudaStream_t) from this thread. */
 int
-gpu_graph_launch(struct gpu_graph *g, void *stream)
+gpu_graph_launch_on_stream(struct gpu_graph *g, void *stream)
 {
 #ifdef HAVE_CUDA
     if (g->exec
@@ -693,6 +862,7 @@ gpu_graph_launch(struct gpu_graph *g, void *stream)
         g->stream = stream;
         g->in_flight = true;
         g->n_unseen = 0;
+        g->n_host_launches++;
         return GPU_OK;
     }
     cudaGetLastError();
@@ -700,6 +870,47 @@ gpu_graph_launch(struct gpu_graph *g, void *stream)
     (void) g;
     (void) stream;
     return GPU_ERR_DEVICE;
+}
+
+int
+gpu_graph_launch(struct gpu_graph *g, void *stream)
+{
+#ifdef HAVE_CUDA
+    if (g->sched_exec) {
+        uint32_t seq = g->seq + 1;
+
+        /* Release: the arguments the host wrote go before the ring. */
+        __atomic_store_n(&g->bell[GPU_GRAPH_BELL_SEQ], seq,
+                         __ATOMIC_RELEASE);
+        /* The scheduler writes 'parked', then reads the doorbell; this
+         * thread writes the doorbell, then reads 'parked': one of the two
+         * sees the other's write, so a ring is never lost between a
+         * scheduler that parks and a thread that thinks it polls. */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&g->bell[GPU_GRAPH_BELL_PARKED],
+                            __ATOMIC_RELAXED)) {
+            /* Queued after whatever scheduler is still on its way out:
+             * the new one takes the ring if the old one did not. */
+            g->bell[GPU_GRAPH_BELL_PARKED] = 0;
+            g->n_host_launches++;
+            if (cudaGraphLaunch((cudaGraphExec_t) g->sched_exec,
+                                (cudaStream_t) g->sched_stream)
+                != cudaSuccess) {
+                /* Whether anything will take the ring is unknown; the
+                 * poll tells once the stream is idle. */
+                cudaGetLastError();
+                g->bell[GPU_GRAPH_BELL_PARKED] = 1;
+            }
+        }
+        g->seq = seq;
+        g->stream = g->sched_stream;
+        g->in_flight = true;
+        g->n_unseen = 0;
+        g->n_rings++;
+        return GPU_OK;
+    }
+#endif
+    return gpu_graph_launch_on_stream(g, stream);
 }
 
 static bool
@@ -752,6 +963,23 @@ gpu_graph_wait(struct gpu_graph *g)
     }
     g->in_flight = false;
 #ifdef HAVE_CUDA
+    if (g->sched_exec && g->stream == g->sched_stream) {
+        /* The scheduler's stream stays busy while it polls: spin on the
+         * flag, and stop once the stream is idle (or failed) without
+         * it. */
+        for (;;) {
+            if (graph_seen_done(g)) {
+                return GPU_OK;
+            }
+            cudaError_t e = cudaStreamQuery((cudaStream_t) g->stream);
+
+            if (e != cudaErrorNotReady) {
+                cudaGetLastError();
+                return e == cudaSuccess && graph_seen_done(g)
+                       ? GPU_OK : GPU_ERR_DEVICE;
+            }
+        }
+    }
     if (cudaStreamSynchronize((cudaStream_t) g->stream) == cudaSuccess
         && graph_seen_done(g)) {
         return GPU_OK;
@@ -767,6 +995,13 @@ void
 gpu_graph_destroy(struct gpu_graph *g)
 {
 #ifdef HAVE_CUDA
+    if (g->sched_exec) {
+        /* Before the graph it launches: it ends at its next poll, after
+         * the launch in flight if any. */
+        __atomic_store_n(&g->bell[GPU_GRAPH_BELL_STOP], 1, __ATOMIC_RELEASE);
+        cudaStreamSynchronize((cudaStream_t) g->sched_stream);
+    }
+    graph_scheduler_free(g);
     if (g->exec) {
         cudaGraphExecDestroy((cudaGraphExec_t) g->exec);
     }

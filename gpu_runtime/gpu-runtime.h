@@ -196,7 +196,26 @@ struct gpu_stream *gpu_stream_per_thread(void);
  * value at launch time; gpu_graph_capture_end() builds it (or marks the
  * graph broken: the user then queues kernel by kernel).  Per submission:
  * write the arguments with gpu_graph_next_seq(), copy them in, then
- * gpu_graph_launch(); gpu_graph_poll() or gpu_graph_wait() until done. */
+ * gpu_graph_launch(); gpu_graph_poll() or gpu_graph_wait() until done.
+ *
+ * Device launch: a graph built with gpu_graph_capture_end_device() and
+ * given a scheduler with gpu_graph_start_scheduler() (gpu-graph.cuh) is
+ * launched by the device itself: gpu_graph_launch() writes the sequence
+ * number to a doorbell in mapped host memory, which a one-thread
+ * scheduler kernel polls; seeing it move, the scheduler launches the
+ * graph from the device and relaunches itself to run after it.  The
+ * launch then costs the thread a store instead of a runtime call (~2-5
+ * us on the H200 machine, bench/cuda-device-launch.cu), which gpu_ids'
+ * scans in the switch did not show (docs/PERFORMANCE.md, seventeenth
+ * session): its users make it an option.  Its arguments must
+ * reach the device without a copy: the graph's first kernel reads them
+ * from mapped host memory.  A kernel that never ends would make every
+ * runtime call that synchronizes the device (cudaFree(), among others)
+ * wait for ever, so the scheduler parks (ends) once it has polled
+ * GPU_GRAPH_IDLE_NS without a ring or run GPU_GRAPH_LIFE_NS since it was
+ * launched from the host, and the next gpu_graph_launch() that finds it
+ * parked launches it again from the host: such a call waits that long at
+ * most. */
 struct gpu_graph {
     void *exec;                 /* cudaGraphExec_t; NULL until built. */
     uint32_t *flag;             /* Pinned: the sequence number of the
@@ -207,13 +226,56 @@ struct gpu_graph {
     uint32_t n_unseen;          /* Polls that did not see it done. */
     bool broken;                /* Could not be built. */
     bool in_flight;
+
+    /* Device launch (none: 'sched_exec' NULL). */
+    bool device_launchable;     /* Built for it. */
+    void *sched_exec;           /* cudaGraphExec_t of the scheduler. */
+    void *sched_stream;         /* Where it runs, relaunching itself. */
+    uint32_t *bell;             /* Pinned, mapped: GPU_GRAPH_BELL_*... */
+    uint32_t *bell_dev;         /* ...as the device addresses them. */
+    uint64_t *sched_state_dev;  /* Device memory: the scheduler's own. */
+    uint64_t n_rings;           /* Launches by the device... */
+    uint64_t n_host_launches;   /* ...and by this thread (with a
+                                 * scheduler: the parked one's
+                                 * relaunches and launches after stream
+                                 * work). */
 };
+
+/* The doorbell block's words, a cache line apart. */
+#define GPU_GRAPH_BELL_SEQ 0        /* Rung: the launch's sequence number. */
+#define GPU_GRAPH_BELL_PARKED 16    /* Nonzero: no scheduler polls. */
+#define GPU_GRAPH_BELL_STOP 32      /* Nonzero: schedulers end at once. */
+#define GPU_GRAPH_BELL_WORDS 48
+
+/* A scheduler parks after this long without a ring... */
+#define GPU_GRAPH_IDLE_NS 500000
+/* ...or this long after its launch from the host. */
+#define GPU_GRAPH_LIFE_NS 2000000
 
 int gpu_graph_capture_begin(struct gpu_graph *, void **capture_stream);
 int gpu_graph_capture_end(struct gpu_graph *, void *capture_stream,
                           int error);
+int gpu_graph_capture_end_device(struct gpu_graph *, void *capture_stream,
+                                 int error);
 uint32_t gpu_graph_next_seq(struct gpu_graph *);
+/* Launches the graph: by its scheduler if it has one (GPU_OK even if the
+ * scheduler could not be woken: the launch's poll then fails), else on
+ * 'stream'. */
 int gpu_graph_launch(struct gpu_graph *, void *stream);
+/* Launches it on 'stream' from this thread, after the work queued there
+ * before (a scheduler's launch would not wait for it). */
+int gpu_graph_launch_on_stream(struct gpu_graph *, void *stream);
+/* gpu_graph_start_scheduler() (gpu-graph.cuh): gpu_graph_scheduler_begin()
+ * makes the doorbell and the scheduler's stream and returns that stream,
+ * capturing, for the scheduler kernel; gpu_graph_scheduler_end() builds
+ * the scheduler and launches it.  'g' must have been built by
+ * gpu_graph_capture_end_device().  Begin fails (GPU_ERR_INVALID) if 'g'
+ * has a scheduler or GPU_GRAPH_MAX_SCHEDULERS exist (each keeps a thread
+ * of the device polling); on any failure 'g' keeps host launches. */
+int gpu_graph_scheduler_begin(struct gpu_graph *, void **capture_stream);
+int gpu_graph_scheduler_end(struct gpu_graph *, void *capture_stream,
+                            int error);
+#define GPU_GRAPH_MAX_SCHEDULERS 32
 int gpu_graph_poll(struct gpu_graph *);
 int gpu_graph_wait(struct gpu_graph *);
 void gpu_graph_destroy(struct gpu_graph *);

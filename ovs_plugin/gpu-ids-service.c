@@ -67,6 +67,7 @@ struct ids_ruleset {
     char *config;               /* other_config value it was loaded from. */
     char *path;
     bool partial, commented;
+    bool device_launch;         /* ",launch=device". */
     long long int loaded_ms;    /* Wall clock. */
 
     struct gpu_ids_ruleset *rs;
@@ -145,7 +146,7 @@ ids_ruleset_unref(struct ids_ruleset *r)
     }
 }
 
-/* Parses "PATH[,partial][,commented]" into 'r'. */
+/* Parses "PATH[,partial][,commented][,launch=host|device]" into 'r'. */
 static char *
 ids_parse_config(const char *value, struct ids_ruleset *r)
 {
@@ -156,12 +157,24 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
 
     if (!item || item[0] != '/') {
         error = xasprintf("\"%s\": expected an absolute path to a rule "
-                          "file, then optionally \",partial\" and "
-                          "\",commented\"", value);
+                          "file, then optionally \",partial\", "
+                          "\",commented\" and \",launch=host|device\"",
+                          value);
         goto out;
     }
     r->path = xstrdup(item);
     while ((item = strtok_r(NULL, ",", &save_ptr))) {
+        if (!strncmp(item, "launch=", 7)) {
+            if (strcmp(item + 7, "host") && strcmp(item + 7, "device")) {
+                error = xasprintf("\"%s\": launch must be \"host\" or "
+                                  "\"device\", not \"%s\"", value,
+                                  item + 7);
+                goto out;
+            }
+            r->device_launch = !strcmp(item + 7, "device");
+            continue;
+        }
+
         bool *flag = (!strncmp(item, "partial", 7) ? &r->partial
                       : !strncmp(item, "commented", 9) ? &r->commented
                       : NULL);
@@ -171,7 +184,7 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             || (!*rest && strcmp(item, "partial")
                 && strcmp(item, "commented"))) {
             error = xasprintf("\"%s\": unknown option \"%s\" (known: "
-                              "partial, commented)", value, item);
+                              "partial, commented, launch)", value, item);
             goto out;
         }
         *flag = strcmp(rest, "=false") != 0;
@@ -218,6 +231,7 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
     mcfg.backend = use_cuda ? GPU_IDS_BACKEND_CUDA : GPU_IDS_BACKEND_CPU;
     mcfg.device = cuda_device;
     mcfg.remap = true;
+    mcfg.device_launch = r->device_launch;
     error = gpu_ids_matcher_create(r->rs, &mcfg, &r->matcher);
     if (error && use_cuda) {
         /* The device refused (memory, say): the CPU still does the job. */
@@ -1194,8 +1208,9 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     ds_put_format(s, "ruleset %s: %s%s%s\n", r->name, r->path,
                   r->partial ? " (partial)" : "",
                   r->commented ? " (commented rules too)" : "");
-    ds_put_format(s, "  backend: %s, loaded %.0f s ago\n",
-                  gpu_ids_backend_name(ms.backend), secs);
+    ds_put_format(s, "  backend: %s%s, loaded %.0f s ago\n",
+                  gpu_ids_backend_name(ms.backend),
+                  r->device_launch ? " (launch=device)" : "", secs);
     ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
                   "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
                   st.n_skipped);
@@ -1239,6 +1254,11 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                       (double) ms.n_runtime_calls / ms.n_batches,
                       (double) ms.n_completion_checks / ms.n_batches,
                       ms.n_batches);
+    }
+    if (ms.n_device_launches) {
+        ds_put_format(s, "  scans launched by the device: %"PRIu64" (its "
+                      "scheduler woken again: %"PRIu64")\n",
+                      ms.n_device_launches, ms.n_scheduler_launches);
     }
     ds_put_format(s, "  rate: %.3f Mbit/s since loaded\n",
                   n_bytes * 8 / secs / 1e6);

@@ -125,6 +125,11 @@
 # ids-alert-hold, an experiment: the device then reads the payloads in
 # place).
 #
+# BENCH_IDS_LAUNCH=host|device in the environment: the gpu_ids rows'
+# ruleset option launch= (USAGE.md, "gpu_ids rulesets"): who launches
+# each scan's graph, the PMD (host, the default) or a scheduler kernel
+# on the device (device).
+#
 # BENCH_PERF=SECONDS in the environment: after each row's rate, the none
 # rows' included (plain forwarding, the comparison), a perf profile of
 # the row's PMD threads over SECONDS while the traffic still flows
@@ -262,7 +267,9 @@ checks() {
             s=$(ovs-appctl gpu-ids/show bench)
             echo "$s" | awk '/^  matched:/ { m = $2; d = $4 }
                 /^  errors/ { e = $4 }
-                END { printf "matched %s dropped %s errors %s", m, d, e }' \
+                /^  scans launched by the device:/ { l = $6 }
+                END { printf "matched %s dropped %s errors %s", m, d, e
+                      if (l != "") printf " device-launched %s", l }' \
                 | tr -d , ;;
         re|re-enc)
             s=$(ovs-appctl gpu-re/show)
@@ -510,7 +517,10 @@ start_row() {
     settings="$settings gpu-index-store-bench=${BENCH_INDEX_STORE:-bench}"
     case $1 in
         ids-*) settings="$settings
-            gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial" ;;
+            gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial"
+            if test -n "${BENCH_IDS_LAUNCH:-}"; then
+                settings="$settings,launch=$BENCH_IDS_LAUNCH"
+            fi ;;
     esac
     start_switch "$3" $settings
     case $1 in ids-*)

@@ -20,6 +20,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -310,9 +311,12 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
             n_in_place++;
         }
         uint8_t *outside = NULL;
+        size_t outside_len = 0;
         if (round == 2 && p->n) {
             /* The last packet's payload on the heap. */
             size_t plen = p->offsets[p->n] - p->offsets[p->n - 1];
+
+            outside_len = plen;
 
             outside = malloc(plen + 1);
             memcpy(outside, p->data + p->offsets[p->n - 1], plen);
@@ -329,8 +333,9 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
         snprintf(how, sizeof how, "in place, %zu of %zu payloads%s",
                  n_in_place, p->n, round == 2 ? ", one unregistered" : "");
         check_verdicts(p, own->verdicts, expect, seed, backend, remap, how);
-        if (cuda && round == 2 && p->n) {
-            /* The device was not asked to read the heap. */
+        if (cuda && outside_len) {
+            /* The device was not asked to read the heap (an empty
+             * payload there is nothing to read). */
             assert_true(after.n_fallbacks > before.n_fallbacks);
         } else if (cuda && after.n_fallbacks != before.n_fallbacks) {
             /* The same payloads copied did not overflow the hit lists
@@ -346,7 +351,7 @@ check_in_place(struct gpu_ids_matcher *m, struct gpu_ids_batch *batch,
  * batch's own buffers (gpu_ids_batch_buffers()) and the caller's for the
  * input and the verdicts: on CUDA each mix takes its own copies; then
  * with payloads read in place (check_in_place()).  'remap' 2 is
- * remapping with 'kernel_by_kernel' set. */
+ * remapping with 'kernel_by_kernel' set, 3 with 'device_launch'. */
 static void
 check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                   const struct gpu_ids_verdict *expect, uint64_t seed,
@@ -369,7 +374,9 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
         own.offsets[i] = p->offsets[i] - p->offsets[0];
     }
     memcpy(own.hdrs, p->hdrs, p->n * sizeof *own.hdrs);
-    for (int mix = 0; mix < 4; mix++) {
+    /* Mix 4 is mix 0 again: a batch's first submission clears its
+     * (packet, pattern) set on the stream first, and is launched there. */
+    for (int mix = 0; mix < 5; mix++) {
         bool own_in = !(mix & 2), own_out = !(mix & 1);
         struct gpu_ids_verdict *out = own_out ? own.verdicts : v;
         struct gpu_ids_matcher_stats before, after;
@@ -388,20 +395,39 @@ check_own_buffers(struct gpu_ids_matcher *m, const struct pkts *p,
                  own_in ? "own" : "caller's", own_out ? "own" : "caller's");
         check_verdicts(p, out, expect, seed, backend, remap, how);
         if (backend == GPU_IDS_BACKEND_CUDA) {
-            /* Own input and verdicts: one copy in and the batch's
-             * graph.  Else copies in (1 or 3, then a memset for the
-             * counters), the scan (and with payload, confirm and rules),
-             * verdict_kernel, copies out (1 or 2) and the event.  Then
-             * the wait's sync.  A clear of the (packet, pattern) set is
-             * one more: the first submission's, and one whenever the hit
-             * lists grow with the hits seen (n_set_clears counts them). */
+            /* Own input and verdicts: the batch's graph, which pulls
+             * its input itself: one launch, or none where the device
+             * launches it (its scheduler rung; one if the scheduler had
+             * parked and was launched again).  Else copies in (1 or 3,
+             * then a memset for the counters), the scan (and with
+             * payload, confirm and rules), verdict_kernel, copies out (1
+             * or 2) and the event.  Then the wait's sync.  A clear of
+             * the (packet, pattern) set is one more, and the graph then
+             * goes on the stream after it: the first submission's, and
+             * one whenever the hit lists grow with the hits seen
+             * (n_set_clears counts them). */
             uint64_t calls = after.n_runtime_calls - before.n_runtime_calls;
+            uint64_t clears = after.n_set_clears - before.n_set_clears;
+            uint64_t rung = (after.n_device_launches
+                             - before.n_device_launches);
             bool graph = own_in && own_out && remap != 2;
-            uint64_t expect_calls = ((graph ? 2
+            uint64_t expect_calls = ((graph
+                                      ? (rung ? (after.n_scheduler_launches
+                                                 - before
+                                                   .n_scheduler_launches)
+                                         : 1)
                                       : ((own_in ? 1 : 4) + (n_bytes ? 4 : 2)
                                          + (own_out ? 1 : 2) + 1))
-                                     + (after.n_set_clears
-                                        - before.n_set_clears));
+                                     + clears);
+
+            if (rung && (!graph || clears || remap != 3)) {
+                fail_msg("%s: launched by the device (%" PRIu64 " set "
+                         "clears, remap %d)", how, clears, remap);
+            }
+            if (graph && mix == 4 && !clears && remap == 3 && rung != 1) {
+                fail_msg("%s: %" PRIu64 " launches by the device, "
+                         "expected 1", how, rung);
+            }
             uint64_t checks = (after.n_completion_checks
                                - before.n_completion_checks);
 
@@ -426,8 +452,8 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
 
     for (int b = 0; b < n_backends; b++) {
         /* On CUDA: 0, 1 remap with the batch's graph, 2 remap kernel by
-         * kernel. */
-        for (int remap = 0; remap < 3; remap++) {
+         * kernel, 3 remap with the graph launched by the device. */
+        for (int remap = 0; remap < 4; remap++) {
             struct gpu_ids_matcher_config cfg;
             struct gpu_ids_matcher *m;
 
@@ -438,6 +464,7 @@ check_backends(const struct gpu_ids_ruleset *rs, const struct pkts *p,
             cfg.backend = backends[b];
             cfg.remap = remap != 0;
             cfg.kernel_by_kernel = remap == 2;
+            cfg.device_launch = remap == 3;
             cfg.chunk_bytes = remap ? 64 : 0;   /* Many chunk edges. */
             assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
             memset(v, 0xa5, (p->n + 1) * sizeof *v);
@@ -1025,7 +1052,8 @@ random_case(uint64_t seed, size_t n_rules, size_t n_packets)
             default: snprintf(ports[k], 64, "any"); break;
             }
         }
-        used += sprintf(text + used, "alert %s any %s %s any %s (msg:\"r%zu\";",
+        used += sprintf(text + used,
+                        "alert %s any %s %s any %s (msg:\"r%zu\";",
                         protos[rng_below(&r, 4)], ports[0],
                         rng_below(&r, 4) ? "->" : "<>", ports[1], i);
         size_t nc = 1 + rng_below(&r, 4);
@@ -1549,6 +1577,139 @@ test_dense_hits(void **state)
     gpu_ids_ruleset_destroy(rs);
 }
 
+/* What test_sync_while_rung()'s ringing thread shares with it. */
+struct ringer {
+    struct gpu_ids_batch *batch;
+    struct gpu_ids_batch_buffers own;
+    volatile bool stop;
+    uint64_t n_rounds;
+    int error;                  /* First failed round's status... */
+    uint32_t bad_sid;           /* ...or a wrong verdict's sid. */
+};
+
+static void *
+ringer_main(void *r_)
+{
+    struct ringer *r = r_;
+
+    while (!r->stop && !r->error && !r->bad_sid) {
+        memset(r->own.verdicts, 0xa5, 3 * sizeof *r->own.verdicts);
+        r->error = gpu_ids_submit(r->batch, NULL, r->own.data,
+                                  r->own.offsets, r->own.hdrs, 3,
+                                  r->own.verdicts);
+        if (!r->error) {
+            r->error = gpu_ids_wait(r->batch);
+        }
+        if (!r->error && (r->own.verdicts[0].sid != 3
+                          || r->own.verdicts[2].sid != 0)) {
+            r->bad_sid = r->own.verdicts[0].sid | 0x80000000;
+        }
+        r->n_rounds++;
+    }
+    return NULL;
+}
+
+static double
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Runtime calls that wait for the whole device (cudaDeviceSynchronize()
+ * in gpu_ids_matcher_rule_counts(), cudaFree() in a batch's destroy)
+ * return while another thread rings a batch's scheduler without pause:
+ * the scheduler parks within GPU_GRAPH_LIFE_NS however often it is rung
+ * (a scheduler that never ended would hang them for ever).  The bound
+ * checked, 100 ms, is 50 times that: it tells a hang from a slow
+ * machine, not a rate. */
+static void
+test_sync_while_rung(void **state)
+{
+    const char *text =
+        "alert tcp any any -> any any (content:\"evil\"; sid:3;)\n";
+    struct gpu_ids_ruleset *rs;
+    char err[256];
+
+    (void) state;
+    assert_int_equal(gpu_ids_ruleset_load_string(text, "r", NULL, &rs, err,
+                                                 sizeof err), GPU_OK);
+    for (int b = 0; b < n_backends; b++) {
+        struct gpu_ids_matcher_config cfg;
+        struct gpu_ids_matcher_stats before, after;
+        struct gpu_ids_matcher *m;
+        struct ringer r;
+        pthread_t thread;
+        double worst_sync_ms = 0, worst_ms = 0;
+
+        memset(&r, 0, sizeof r);
+        gpu_ids_matcher_config_init(&cfg);
+        cfg.backend = backends[b];
+        cfg.device_launch = true;
+        assert_int_equal(gpu_ids_matcher_create(rs, &cfg, &m), GPU_OK);
+        assert_int_equal(gpu_ids_batch_create(m, 3, 64, &r.batch), GPU_OK);
+        assert_int_equal(gpu_ids_batch_buffers(r.batch, &r.own), GPU_OK);
+        memcpy(r.own.data, "xxevilxx" "abcdefgh" "ev", 18);
+        r.own.offsets[0] = 0;
+        r.own.offsets[1] = 8;
+        r.own.offsets[2] = 16;
+        r.own.offsets[3] = 18;
+        for (int i = 0; i < 3; i++) {
+            memset(&r.own.hdrs[i], 0, sizeof r.own.hdrs[i]);
+            r.own.hdrs[i].proto = 6;
+        }
+        gpu_ids_matcher_get_stats(m, &before);
+        assert_int_equal(pthread_create(&thread, NULL, ringer_main, &r), 0);
+        for (int round = 0; round < 20; round++) {
+            struct gpu_ids_batch *other;
+            uint64_t counts[2];
+            double t0 = mono_ms();
+
+            assert_int_equal(gpu_ids_matcher_rule_counts(m, counts, 2),
+                             GPU_OK);
+
+            double t1 = mono_ms();
+
+            assert_int_equal(gpu_ids_batch_create(m, 3, 64, &other),
+                             GPU_OK);
+            gpu_ids_batch_destroy(other);
+
+            double t2 = mono_ms();
+
+            if (t1 - t0 > worst_sync_ms) {
+                worst_sync_ms = t1 - t0;
+            }
+            if (t2 - t1 > worst_ms) {
+                worst_ms = t2 - t1;
+            }
+            struct timespec pause = { 0, 5 * 1000 * 1000 };
+            nanosleep(&pause, NULL);
+        }
+        r.stop = true;
+        pthread_join(thread, NULL);
+        gpu_ids_matcher_get_stats(m, &after);
+        printf("  %s: %"PRIu64" rounds rung meanwhile (%"PRIu64" launched "
+               "by the device, scheduler woken %"PRIu64" times); slowest "
+               "device sync %.2f ms, batch create and destroy %.2f ms\n",
+               gpu_ids_backend_name(backends[b]), r.n_rounds,
+               after.n_device_launches - before.n_device_launches,
+               after.n_scheduler_launches - before.n_scheduler_launches,
+               worst_sync_ms, worst_ms);
+        assert_int_equal(r.error, GPU_OK);
+        assert_int_equal(r.bad_sid, 0);
+        assert_true(r.n_rounds > 0);
+        assert_true(worst_sync_ms < 100 && worst_ms < 100);
+        if (backends[b] == GPU_IDS_BACKEND_CUDA) {
+            assert_true(after.n_device_launches > before.n_device_launches);
+        }
+        gpu_ids_batch_destroy(r.batch);
+        gpu_ids_matcher_destroy(m);
+    }
+    gpu_ids_ruleset_destroy(rs);
+}
+
 int
 main(void)
 {
@@ -1556,7 +1717,9 @@ main(void)
     int chosen[2];
 
     master_seed = test_seed_init("test-ids");
-    n_backends = test_backends_from_env("test-ids", "GPU_IDS_BACKEND", cuda, GPU_IDS_BACKEND_CPU, GPU_IDS_BACKEND_CUDA, chosen);
+    n_backends = test_backends_from_env("test-ids", "GPU_IDS_BACKEND", cuda,
+                                        GPU_IDS_BACKEND_CPU,
+                                        GPU_IDS_BACKEND_CUDA, chosen);
     if (!n_backends) {
         return 1;
     }
@@ -1576,6 +1739,7 @@ main(void)
         cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_sync_while_rung),
         cmocka_unit_test(test_dense_hits),
         cmocka_unit_test(test_random_small),
         cmocka_unit_test(test_random_large),

@@ -256,6 +256,17 @@ struct gpu_ids_matcher_config {
      * submissions from the caller's buffers and with 'profile' are
      * always queued.  For comparisons and tests. */
     bool kernel_by_kernel;
+
+    /* CUDA: rather than launch the batch's graph itself (one runtime
+     * call, ~2 us of the submitting thread's time), the thread rings a
+     * scheduler kernel that launches it from the device (gpu-runtime.h,
+     * "Device launch"; at most GPU_GRAPH_MAX_SCHEDULERS batches of a
+     * process get one, the others launch from the host).  Off by
+     * default: in the switch it was no faster, with 1, 2 or 4 PMDs
+     * (docs/PERFORMANCE.md, seventeenth session), and its scheduler
+     * makes calls that synchronize the device wait up to
+     * GPU_GRAPH_LIFE_NS. */
+    bool device_launch;
 };
 
 void gpu_ids_matcher_config_init(struct gpu_ids_matcher_config *);
@@ -399,6 +410,12 @@ struct gpu_ids_matcher_stats {
                                      * a batch's first submission, when
                                      * its hit lists grow and once in
                                      * 65,535 submissions. */
+    uint64_t n_device_launches;     /* Submissions launched by the
+                                     * device (no runtime call: the
+                                     * batch's scheduler was rung)... */
+    uint64_t n_scheduler_launches;  /* ...and of n_runtime_calls, the
+                                     * launches of a parked scheduler
+                                     * that took such a ring. */
 };
 
 void gpu_ids_matcher_get_stats(struct gpu_ids_matcher *,

@@ -25,8 +25,9 @@
  * the caller's buffers it takes three copies in, a memset and two copies
  * out.  From the batch's own buffers the kernels are one CUDA graph
  * (struct graph), built once per batch with the largest grids it needs
- * and its arguments read from device memory, so such a submission is one
- * copy and one graph launch, and its completion a read of host memory.
+ * and its arguments and input pulled by its first kernels from the
+ * mapped host block, so such a submission is one graph launch, and its
+ * completion a read of host memory.
  * docs/ARCHITECTURE.md, "Runtime calls per submission", counts them.
  *
  * The scan has two mappings (docs/IDS-NOTES.md):
@@ -189,8 +190,8 @@ static_assert(CTR_BYTES % alignof(struct gpu_ids_verdict) == 0,
 struct io_layout {
     size_t ctr_out;             /* 0. */
     size_t verdicts;            /* max_packets. */
-    size_t args;                /* struct graph_args, copied in ahead of
-                                 * the rest by a graph launch. */
+    size_t args;                /* struct graph_args, which a graph
+                                 * launch's first kernel pulls. */
     size_t ctr;                 /* CTR_BYTES. */
     size_t offsets;             /* max_packets + 1. */
     size_t hdrs;                /* max_packets. */
@@ -198,8 +199,7 @@ struct io_layout {
                                  * scan reads whole aligned words; then
                                  * room for max_packets gather_descs,
                                  * which a graph launch puts right after
-                                 * its payloads so that the one copy in
-                                 * moves them. */
+                                 * its payloads for its pull kernel. */
     size_t size;
 };
 
@@ -211,12 +211,15 @@ struct graph_args {
     struct check_args check;
     uint32_t n_packets;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
-    /* Payloads the device reads in place (gpu_ids_submit_in_place()):
-     * 'n_descs' descriptors at 'descs', in the device's block right
-     * after the payloads. */
+    /* Where graph_pull_kernel() takes each payload from: 'n_descs'
+     * descriptors at 'descs', in the batch's host block right after the
+     * payloads (read in place, gpu_ids_submit_in_place(), or staged in
+     * the block). */
     const struct gather_desc *descs;
     uint32_t n_descs;
 };
+static_assert(sizeof(struct graph_args) % 4 == 0,
+              "graph_args_kernel() copies words");
 
 /* A batch's submissions as one CUDA graph: on a host where each runtime
  * call costs the calling thread microseconds (docs/PERFORMANCE.md: ~2.4
@@ -224,14 +227,17 @@ struct graph_args {
  * and its event would cost a PMD thread ~20 us a call; as one copy in
  * and one graph launch, ~6.  The graph's verdict kernel writes the
  * verdicts into the batch's pinned (mapped) host block, and its last
- * kernel the launch's sequence number (struct gpu_graph).  The device's
- * reads of mapped host memory cross PCIe one by one (~800 us for 20 kB
- * measured on the H100 machine), so the input still comes by copy. */
+ * kernel the launch's sequence number (struct gpu_graph).  Its first
+ * kernels pull the arguments and the input from the batch's host block
+ * (mapped), so a submission is the launch alone: no copy is queued
+ * before it. */
 struct graph {
     struct gpu_graph g;         /* Not built: the batch launches kernel by
                                  * kernel (g.broken: it could not be). */
     uint32_t scan_blocks;       /* The scan's grid, the largest any
                                  * submission needs. */
+    char *h_io_dev;             /* The batch's host block, as the device
+                                 * addresses it. */
 };
 
 struct cuda_matcher {
@@ -613,9 +619,50 @@ input_is_own(const struct gpu_ids_batch *b, const struct io_layout *L)
 /* ---- The graph's kernels: the bodies of ids-kernels.cuh with their
  * arguments read from device memory. ---- */
 
+/* The graph's first kernel: the launch's arguments, from the batch's
+ * host block (mapped) into device memory, where the kernels after it
+ * read them.  One block: on the H200 machine, 264 blocks whose first
+ * threads each read the same few words of mapped memory took ~800 us,
+ * the reads crossing the bus one after the other, while a grid reading
+ * distinct words moved 20 kB in ~9 us (docs/PERFORMANCE.md, seventeenth
+ * session). */
 __global__ void __launch_bounds__(THREADS)
-graph_gather_kernel(const struct graph_args *g)
+graph_args_kernel(const uint32_t *__restrict__ h_args,
+                  uint32_t *__restrict__ d_args)
 {
+    for (uint32_t i = threadIdx.x; i < sizeof(struct graph_args) / 4;
+         i += blockDim.x) {
+        d_args[i] = h_args[i];
+    }
+}
+
+/* The rest of the input, pulled from the batch's host block: every
+ * payload by its descriptor (in place, or staged in the block), the
+ * offsets and headers of the launch's packets; and the list counters
+ * zeroed.  No copy is queued before the launch, so a submission is the
+ * graph's launch alone. */
+__global__ void __launch_bounds__(THREADS)
+graph_pull_kernel(const struct graph_args *__restrict__ g,
+                  const uint32_t *__restrict__ h_offsets,
+                  uint32_t *__restrict__ d_offsets,
+                  const uint2 *__restrict__ h_hdrs, uint2 *__restrict__ d_hdrs,
+                  uint32_t *__restrict__ d_ctr)
+{
+    uint32_t n = g->n_packets;
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t stride = gridDim.x * blockDim.x;
+
+    static_assert(sizeof(struct gpu_ids_pkt_hdr) == sizeof(uint2),
+                  "a header is one 8-byte load");
+    if (tid < N_CTR) {
+        d_ctr[tid] = 0;
+    }
+    for (uint32_t i = tid; i <= n; i += stride) {
+        d_offsets[i] = h_offsets[i];
+    }
+    for (uint32_t i = tid; i < n; i += stride) {
+        d_hdrs[i] = h_hdrs[i];
+    }
     gather_body(g->descs, g->n_descs, (uint8_t *) g->scan.data);
 }
 
@@ -676,11 +723,12 @@ scan_blocks(const struct gpu_ids_batch *b, size_t n_packets, size_t n_bytes)
     return (n_packets + THREADS - 1) / THREADS;
 }
 
-/* Builds 'c''s graph, by capture on a stream of its own.  Grids are the
- * largest any submission of the batch needs; the scan's and check's
- * blocks past a submission's work return at once. */
+/* Builds 'c''s graph, by capture on a stream of its own, for the device
+ * to launch too if 'device_launch' (with a scheduler, if it may have
+ * one).  Grids are the largest any submission of the batch needs; the
+ * scan's and check's blocks past a submission's work return at once. */
 static int
-graph_build(struct gpu_ids_batch *b)
+graph_build(struct gpu_ids_batch *b, bool device_launch)
 {
     struct cuda_matcher *m = cm(b->m);
     struct cuda_batch *c = cb(b);
@@ -721,8 +769,13 @@ graph_build(struct gpu_ids_batch *b)
         return error;
     }
     cs = (cudaStream_t) capture;
-    /* Payloads left in place first (none: its warps return at once). */
-    graph_gather_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(d_args);
+    c->graph.h_io_dev = h_io_dev;
+    graph_args_kernel<<<1, THREADS, 0, cs>>>(
+        (const uint32_t *) (h_io_dev + L->args), (uint32_t *) d_args);
+    graph_pull_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(
+        d_args, (const uint32_t *) (h_io_dev + L->offsets), c->d_offsets,
+        (const uint2 *) (h_io_dev + L->hdrs), (uint2 *) c->d_hdrs,
+        c->d_ctr);
     if (b->m->cfg.remap) {
         graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
             m->dview.trans, m->dview.class_map, d_args);
@@ -739,8 +792,17 @@ graph_build(struct gpu_ids_batch *b)
         (uint32_t *) (h_io_dev + L->ctr_out));
     gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&d_args->seq,
                                            c->graph.g.flag_dev);
-    return gpu_graph_capture_end(&c->graph.g, capture,
-                                 CK(cudaGetLastError()));
+    error = CK(cudaGetLastError());
+    if (!device_launch) {
+        return gpu_graph_capture_end(&c->graph.g, capture, error);
+    }
+    error = gpu_graph_capture_end_device(&c->graph.g, capture, error);
+    if (!error) {
+        /* Without one (too many batches have one), launched from the
+         * host. */
+        gpu_graph_start_scheduler(&c->graph.g);
+    }
+    return error;
 }
 
 /* True if 'b''s submission can be the graph launch: input and verdicts
@@ -757,11 +819,14 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
             && (!b->m->cfg.remap
                 || scan_blocks(b, b->n_packets, b->n_bytes)
                    <= (c->graph.g.exec ? c->graph.scan_blocks : UINT32_MAX))
-            && (c->graph.g.exec || !graph_build(b)));
+            && (c->graph.g.exec
+                || (b->m->cfg.device_launch && !graph_build(b, true))
+                || !graph_build(b, false)));
 }
 
 /* Writes the descriptors of the payloads 'b''s submission leaves in place
- * to 'out' (room for its packets), their count to '*n'.  Returns
+ * to 'out' (room for its packets), their count to '*n' (an empty one
+ * needs none: nothing of it is read).  Returns
  * GPU_ERR_INVALID, for the CPU to match the batch, if one is not where
  * the device may read it: a kernel reading it would fault and leave the
  * context unusable. */
@@ -771,13 +836,15 @@ fill_descs(const struct gpu_ids_batch *b, struct gather_desc *out,
 {
     *n = 0;
     for (size_t i = 0; i < b->n_packets; i++) {
-        if (b->srcs[i]) {
+        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+
+        if (b->srcs[i] && len) {
             struct gather_desc *d = &out[(*n)++];
 
             d->src = (uintptr_t) b->srcs[i];
             d->dst = b->offsets[i] - b->offsets[0];
-            d->len = b->offsets[i + 1] - b->offsets[i];
-            if (!gpu_host_readable_in_place(b->srcs[i], d->len)) {
+            d->len = len;
+            if (!gpu_host_readable_in_place(b->srcs[i], len)) {
                 return GPU_ERR_INVALID;
             }
         }
@@ -828,43 +895,124 @@ gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
     return error;
 }
 
-/* Launches 'b''s graph: the arguments and the input in one copy, then
- * the graph. */
+/* Longest run of payloads staged next to each other in the batch's host
+ * block that one descriptor covers: a warp pulls it 512 bytes at a
+ * time. */
+#define PULL_RUN_BYTES 2048
+
+#define MIN(A, B) ((A) < (B) ? (A) : (B))
+#define MAX(A, B) ((A) > (B) ? (A) : (B))
+#define DIV_ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y))
+
+/* Writes to 'out' the descriptors by which the graph pulls every payload
+ * of 'b''s submission: where it is for those read in place, in the
+ * batch's host block ('h_data_dev', as the device addresses it) for the
+ * others, neighbours merged up to PULL_RUN_BYTES.  Their count goes to
+ * '*n'.  Returns GPU_ERR_INVALID as fill_descs() does. */
 static int
-graph_launch(struct gpu_ids_batch *b, cudaStream_t s,
+fill_pull_descs(const struct gpu_ids_batch *b, const char *h_data_dev,
+                struct gather_desc *out, uint32_t *n)
+{
+    struct gather_desc *run = NULL;     /* The staged run to extend. */
+
+    *n = 0;
+    if (!b->srcs || !b->n_in_place) {
+        /* All staged, one after the other: pieces of the whole, without
+         * a look at each packet (~3 ns a packet of the thread's time for
+         * 4,096 packets in ids-bench). */
+        uint32_t total = b->offsets[b->n_packets] - b->offsets[0];
+        /* No more pieces than packets: room for that many follows the
+         * payloads. */
+        uint32_t piece = MAX(PULL_RUN_BYTES,
+                             DIV_ROUND_UP(total, b->n_packets));
+
+        for (uint32_t at = 0; at < total; at += piece) {
+            struct gather_desc *d = &out[(*n)++];
+
+            d->src = (uintptr_t) (h_data_dev + at);
+            d->dst = at;
+            d->len = MIN(piece, total - at);
+        }
+        return GPU_OK;
+    }
+    for (size_t i = 0; i < b->n_packets; i++) {
+        uint32_t dst = b->offsets[i];
+        uint32_t len = b->offsets[i + 1] - dst;
+        const uint8_t *src = b->srcs ? b->srcs[i] : NULL;
+
+        if (!len) {
+            continue;
+        }
+        if (src) {
+            if (!gpu_host_readable_in_place(src, len)) {
+                return GPU_ERR_INVALID;
+            }
+            run = NULL;
+        } else if (run && run->dst + run->len == dst
+                   && run->len + len <= PULL_RUN_BYTES) {
+            run->len += len;
+            continue;
+        }
+        struct gather_desc *d = &out[(*n)++];
+
+        d->src = (uintptr_t) (src ? (const char *) src : h_data_dev + dst);
+        d->dst = dst;
+        d->len = len;
+        run = src ? NULL : d;
+    }
+    return GPU_OK;
+}
+
+/* Launches 'b''s graph, which pulls its arguments and input from the
+ * batch's host block itself: rung for its scheduler (no runtime call) or,
+ * if 'after_stream' (launch() queued work on 's' first) or it has none,
+ * one launch on 's'. */
+static int
+graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
              const struct scan_args *a, const struct check_args *ca)
 {
     struct cuda_batch *c = cb(b);
     const struct io_layout *L = &c->io;
     struct graph_args *ga = (struct graph_args *) (c->h_io + L->args);
-    int error;
-
-    /* Descriptors of the payloads left in place right after the others,
-     * so that the one copy moves them too. */
+    /* The descriptors right after the payloads. */
     size_t in = (b->n_bytes + 15) & ~(size_t) 15;
     uint32_t n_descs = 0;
+    int error;
 
-    if (b->n_in_place) {
-        error = fill_descs(b, (struct gather_desc *) (c->h_io + L->data + in),
-                           &n_descs);
-        if (error) {
-            return error;
-        }
+    error = fill_pull_descs(b, c->graph.h_io_dev + L->data,
+                            (struct gather_desc *) (c->h_io + L->data + in),
+                            &n_descs);
+    if (error) {
+        return error;
     }
     ga->scan = *a;
     ga->check = *ca;
     ga->n_packets = b->n_packets;
     ga->seq = gpu_graph_next_seq(&c->graph.g);
-    ga->descs = (const struct gather_desc *) (c->d_io + L->data + in);
+    ga->descs = (const struct gather_desc *) (c->graph.h_io_dev + L->data
+                                              + in);
     ga->n_descs = n_descs;
-    c->n_calls += 2;
-    error = CK(cudaMemcpyAsync(c->d_io + L->args, c->h_io + L->args,
-                               L->data - L->args
-                               + (n_descs ? in + n_descs * sizeof
-                                  (struct gather_desc) : b->n_bytes),
-                               cudaMemcpyHostToDevice, s));
-    if (!error) {
-        error = gpu_graph_launch(&c->graph.g, s);
+    struct gpu_graph *g = &c->graph.g;
+    uint64_t n_host_launches = g->n_host_launches;
+
+    if (after_stream) {
+        /* After what launch() queued on 's'. */
+        error = gpu_graph_launch_on_stream(g, s);
+        c->n_calls++;
+    } else if (g->sched_exec) {
+        uint64_t n_rings = g->n_rings;
+
+        error = gpu_graph_launch(g, s);
+        /* A parked scheduler's launch, if it had to be. */
+        c->n_calls += g->n_host_launches - n_host_launches;
+        __atomic_fetch_add(&b->m->n_scheduler_launches,
+                           g->n_host_launches - n_host_launches,
+                           __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->m->n_device_launches, g->n_rings - n_rings,
+                           __ATOMIC_RELAXED);
+    } else {
+        error = gpu_graph_launch(g, s);
+        c->n_calls++;
     }
     if (!error) {
         c->launch_ctr = (const uint32_t *) (c->h_io + L->ctr_out);
@@ -930,9 +1078,11 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
          && c->launch_seen_log2 < c->seen_log2;) {
         c->launch_seen_log2++;
     }
+    bool set_cleared = false;   /* On 's', before the launch. */
     if (!error && seen_next_tag(&c->seen_tag)) {
         /* The whole set, whatever part of it this launch uses: later
          * launches may use more.  Once in SEEN_TAG_MAX launches. */
+        set_cleared = true;
         c->n_calls++;
         __atomic_fetch_add(&b->m->n_set_clears, 1, __ATOMIC_RELAXED);
         error = CK(cudaMemsetAsync(c->d_seen, 0,
@@ -977,7 +1127,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     ca.rule_counts = m->d_rule_counts;
 
     if (graph) {
-        return graph_launch(b, s, &a, &ca);
+        return graph_launch(b, s, set_cleared, &a, &ca);
     }
 
     /* The check kernels stride over the lists, whose lengths only the

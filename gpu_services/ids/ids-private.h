@@ -93,6 +93,7 @@ struct gpu_ids_matcher {
     uint64_t n_packets, n_bytes, n_batches, n_matched, n_hits, n_fallbacks;
     uint64_t scan_ns, check_ns, confirm_ns;
     uint64_t n_runtime_calls, n_completion_checks, n_set_clears;
+    uint64_t n_device_launches, n_scheduler_launches;
     uint64_t *rule_counts;      /* CPU matches (and CUDA fallbacks). */
 
     /* Batches for gpu_ids_match(), reused. */

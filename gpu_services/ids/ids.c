@@ -690,6 +690,10 @@ gpu_ids_matcher_get_stats(struct gpu_ids_matcher *m,
     s->n_completion_checks = __atomic_load_n(&m->n_completion_checks,
                                              __ATOMIC_RELAXED);
     s->n_set_clears = __atomic_load_n(&m->n_set_clears, __ATOMIC_RELAXED);
+    s->n_device_launches = __atomic_load_n(&m->n_device_launches,
+                                           __ATOMIC_RELAXED);
+    s->n_scheduler_launches = __atomic_load_n(&m->n_scheduler_launches,
+                                              __ATOMIC_RELAXED);
 }
 
 int
