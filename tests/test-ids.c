@@ -1622,9 +1622,10 @@ mono_ms(void)
  * in gpu_ids_matcher_rule_counts(), cudaFree() in a batch's destroy)
  * return while another thread rings a batch's scheduler without pause:
  * the scheduler parks within GPU_GRAPH_LIFE_NS however often it is rung
- * (a scheduler that never ended would hang them for ever).  The bound
- * checked, 100 ms, is 50 times that: it tells a hang from a slow
- * machine, not a rate. */
+ * (a scheduler that never ended would hang them for ever).  They still
+ * wait: the ringing thread launches a parked scheduler again at once,
+ * and the slowest of them took 31-94 ms on the H200 machine.  The bound
+ * checked, 1 s, tells a hang from a slow machine, not a rate. */
 static void
 test_sync_while_rung(void **state)
 {
@@ -1700,7 +1701,7 @@ test_sync_while_rung(void **state)
         assert_int_equal(r.error, GPU_OK);
         assert_int_equal(r.bad_sid, 0);
         assert_true(r.n_rounds > 0);
-        assert_true(worst_sync_ms < 100 && worst_ms < 100);
+        assert_true(worst_sync_ms < 1000 && worst_ms < 1000);
         if (backends[b] == GPU_IDS_BACKEND_CUDA) {
             assert_true(after.n_device_launches > before.n_device_launches);
         }
