@@ -125,6 +125,10 @@
 # ids-alert-hold, an experiment: the device then reads the payloads in
 # place).
 #
+# BENCH_MAX_HOLD_US=US in the environment: other_config:gpu-max-hold-us
+# (USAGE.md), how long a held packet may wait for its device call: the
+# size of drop mode's scans against the packets held meanwhile.
+#
 # BENCH_IDS_LAUNCH=host|device in the environment: the gpu_ids rows'
 # ruleset option launch= (USAGE.md, "gpu_ids rulesets"): who launches
 # each scan's graph, the PMD (host, the default) or a scheduler kernel
@@ -515,6 +519,9 @@ start_row() {
     rm -rf "$RUN/gpu-index"
     settings="gpu-device=$device"
     settings="$settings gpu-index-store-bench=${BENCH_INDEX_STORE:-bench}"
+    if test -n "${BENCH_MAX_HOLD_US:-}"; then
+        settings="$settings gpu-max-hold-us=$BENCH_MAX_HOLD_US"
+    fi
     case $1 in
         ids-*) settings="$settings
             gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial"
@@ -656,6 +663,14 @@ alternate_row() {
         }' | tee -a ${OUTFILE:+"$OUTFILE"}
     check_row $service $backend "$chk"
     row_profile $service $backend
+    if test -n "${BENCH_PERF:-}" && test $backend != none; then
+        # The same switch without the service, seconds later: the two
+        # profiles' shares, times each half's time a packet, say what
+        # the service added where.
+        add_flows none
+        sleep 1
+        row_profile "$service-none" none
+    fi
     stop_row $service $backend "$show"
 }
 
