@@ -606,6 +606,28 @@ gpu_stream_per_thread(void)
 
 /* ---- CUDA graphs (struct gpu_graph). ---- */
 
+#ifdef HAVE_CUDA
+/* A new stream, capturing, in '*capture_stream'.  Returns false if it
+ * could not be made. */
+static bool
+graph_begin_capture(void **capture_stream)
+{
+    cudaStream_t cs;
+
+    if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)
+        != cudaSuccess) {
+        return false;
+    }
+    if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal)
+        != cudaSuccess) {
+        cudaStreamDestroy(cs);
+        return false;
+    }
+    *capture_stream = cs;
+    return true;
+}
+#endif
+
 /* Begins building 'g': allocates its flag and returns in
  * '*capture_stream' a stream of its own, capturing, to queue the chain
  * on. */
@@ -615,22 +637,15 @@ gpu_graph_capture_begin(struct gpu_graph *g, void **capture_stream)
     memset(g, 0, sizeof *g);
     *capture_stream = NULL;
 #ifdef HAVE_CUDA
-    cudaStream_t cs;
-
     if (cudaHostAlloc((void **) &g->flag, sizeof *g->flag,
                       cudaHostAllocMapped) != cudaSuccess) {
         g->flag = NULL;
     } else if (cudaHostGetDevicePointer((void **) &g->flag_dev, g->flag, 0)
-               == cudaSuccess
-               && cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)
-                  == cudaSuccess) {
+               == cudaSuccess) {
         *g->flag = 0;
-        if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal)
-            == cudaSuccess) {
-            *capture_stream = cs;
+        if (graph_begin_capture(capture_stream)) {
             return GPU_OK;
         }
-        cudaStreamDestroy(cs);
     }
     cudaGetLastError();
     gpu_graph_destroy(g);
@@ -790,11 +805,7 @@ gpu_graph_scheduler_begin(struct gpu_graph *g, void **capture_stream)
         && cudaStreamCreateWithFlags(&ss, cudaStreamNonBlocking)
            == cudaSuccess) {
         g->sched_stream = ss;
-        if (cudaStreamBeginCapture(ss, cudaStreamCaptureModeThreadLocal)
-            == cudaSuccess) {
-            /* Captured on its own stream: ending the capture leaves the
-             * stream to run the scheduler on. */
-            *capture_stream = ss;
+        if (graph_begin_capture(capture_stream)) {
             return GPU_OK;
         }
     }
@@ -810,32 +821,23 @@ int
 gpu_graph_scheduler_end(struct gpu_graph *g, void *capture_stream, int error)
 {
 #ifdef HAVE_CUDA
-    cudaStream_t ss = capture_stream;
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-
-    if (cudaStreamEndCapture(ss, &graph) != cudaSuccess || error
-        || cudaGraphInstantiateWithFlags(
-               &exec, graph, cudaGraphInstantiateFlagDeviceLaunch)
-           != cudaSuccess
-        || cudaGraphUpload(exec, ss) != cudaSuccess) {
-        error = error ? error : GPU_ERR_DEVICE;
-    }
-    if (graph) {
-        cudaGraphDestroy(graph);
-    }
-    g->sched_exec = exec;
+    /* Tail-launched by itself from the device: built for device launch,
+     * and uploaded. */
+    error = graph_end_capture(capture_stream, error,
+                              cudaGraphInstantiateFlagDeviceLaunch, true,
+                              &g->sched_exec);
     if (!error) {
         g->bell[GPU_GRAPH_BELL_PARKED] = 0;
-        if (cudaGraphLaunch(exec, ss) != cudaSuccess) {
+        if (cudaGraphLaunch((cudaGraphExec_t) g->sched_exec,
+                            (cudaStream_t) g->sched_stream)
+            != cudaSuccess) {
+            cudaGetLastError();
             error = GPU_ERR_DEVICE;
         }
     }
     if (error) {
-        cudaStreamSynchronize(ss);
         graph_scheduler_free(g);
     }
-    cudaGetLastError();
     return error;
 #else
     (void) g;

@@ -207,9 +207,9 @@ struct gpu_stream *gpu_stream_per_thread(void);
  * launch then costs the thread a store instead of a runtime call (~2-5
  * us on the H200 machine, bench/cuda-device-launch.cu), which gpu_ids'
  * scans in the switch did not show (docs/PERFORMANCE.md, seventeenth
- * session): its users make it an option.  Its arguments must
- * reach the device without a copy: the graph's first kernel reads them
- * from mapped host memory.  A kernel that never ends would make every
+ * session): its users make it an option.  Its arguments must reach the
+ * device without a copy: the graph's first kernel reads them from mapped
+ * host memory.  A kernel that never ends would make every
  * runtime call that synchronizes the device (cudaFree(), among others)
  * wait for ever, so the scheduler parks (ends) once it has polled
  * GPU_GRAPH_IDLE_NS without a ring or run GPU_GRAPH_LIFE_NS since it was
@@ -266,12 +266,13 @@ int gpu_graph_launch(struct gpu_graph *, void *stream);
  * before (a scheduler's launch would not wait for it). */
 int gpu_graph_launch_on_stream(struct gpu_graph *, void *stream);
 /* gpu_graph_start_scheduler() (gpu-graph.cuh): gpu_graph_scheduler_begin()
- * makes the doorbell and the scheduler's stream and returns that stream,
- * capturing, for the scheduler kernel; gpu_graph_scheduler_end() builds
- * the scheduler and launches it.  'g' must have been built by
- * gpu_graph_capture_end_device().  Begin fails (GPU_ERR_INVALID) if 'g'
- * has a scheduler or GPU_GRAPH_MAX_SCHEDULERS exist (each keeps a thread
- * of the device polling); on any failure 'g' keeps host launches. */
+ * makes the doorbell and the scheduler's stream and returns a stream of
+ * its own, capturing, for the scheduler kernel; gpu_graph_scheduler_end()
+ * builds the scheduler and launches it on the scheduler's stream.  'g'
+ * must have been built by gpu_graph_capture_end_device().  Begin fails
+ * (GPU_ERR_INVALID) if 'g' has a scheduler or GPU_GRAPH_MAX_SCHEDULERS
+ * exist (each keeps a thread of the device polling); on any failure 'g'
+ * keeps host launches. */
 int gpu_graph_scheduler_begin(struct gpu_graph *, void **capture_stream);
 int gpu_graph_scheduler_end(struct gpu_graph *, void *capture_stream,
                             int error);

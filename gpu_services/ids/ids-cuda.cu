@@ -824,30 +824,73 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
                 || !graph_build(b, false)));
 }
 
-/* Writes the descriptors of the payloads 'b''s submission leaves in place
- * to 'out' (room for its packets), their count to '*n' (an empty one
- * needs none: nothing of it is read).  Returns
- * GPU_ERR_INVALID, for the CPU to match the batch, if one is not where
- * the device may read it: a kernel reading it would fault and leave the
- * context unusable. */
-static int
-fill_descs(const struct gpu_ids_batch *b, struct gather_desc *out,
-           uint32_t *n)
-{
-    *n = 0;
-    for (size_t i = 0; i < b->n_packets; i++) {
-        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+/* Longest run of payloads staged next to each other in the batch's host
+ * block that one descriptor covers: a warp pulls it 512 bytes at a
+ * time. */
+#define PULL_RUN_BYTES 2048
 
-        if (b->srcs[i] && len) {
+#define MIN(A, B) ((A) < (B) ? (A) : (B))
+#define MAX(A, B) ((A) > (B) ? (A) : (B))
+#define DIV_ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y))
+
+/* Writes to 'out' (room for 'b''s packets) the descriptors of the
+ * payloads of 'b''s submission that the device gathers, their count to
+ * '*n': those read in place, where they are (an empty one needs none:
+ * nothing of it is read), and if 'h_data_dev' (the batch's host payloads
+ * as the device addresses them) is not NULL, those staged there too,
+ * neighbours merged up to PULL_RUN_BYTES.  Returns GPU_ERR_INVALID, for
+ * the CPU to match the batch, if one is not where the device may read
+ * it: a kernel reading it would fault and leave the context unusable. */
+static int
+fill_descs(const struct gpu_ids_batch *b, const char *h_data_dev,
+           struct gather_desc *out, uint32_t *n)
+{
+    struct gather_desc *run = NULL;     /* The staged run to extend. */
+    uint32_t base = b->offsets[0];
+
+    *n = 0;
+    if (h_data_dev && (!b->srcs || !b->n_in_place)) {
+        /* All staged, one after the other: pieces of the whole, without
+         * a look at each packet (~3 ns a packet of the thread's time for
+         * 4,096 packets in ids-bench). */
+        uint32_t total = b->offsets[b->n_packets] - base;
+        /* No more pieces than packets: room for that many. */
+        uint32_t piece = MAX(PULL_RUN_BYTES,
+                             DIV_ROUND_UP(total, b->n_packets));
+
+        for (uint32_t at = 0; at < total; at += piece) {
             struct gather_desc *d = &out[(*n)++];
 
-            d->src = (uintptr_t) b->srcs[i];
-            d->dst = b->offsets[i] - b->offsets[0];
-            d->len = len;
-            if (!gpu_host_readable_in_place(b->srcs[i], len)) {
+            d->src = (uintptr_t) (h_data_dev + at);
+            d->dst = at;
+            d->len = MIN(piece, total - at);
+        }
+        return GPU_OK;
+    }
+    for (size_t i = 0; i < b->n_packets; i++) {
+        uint32_t dst = b->offsets[i] - base;
+        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+        const uint8_t *src = b->srcs[i];
+
+        if (!len || (!src && !h_data_dev)) {
+            continue;
+        }
+        if (src) {
+            if (!gpu_host_readable_in_place(src, len)) {
                 return GPU_ERR_INVALID;
             }
+            run = NULL;
+        } else if (run && run->dst + run->len == dst
+                   && run->len + len <= PULL_RUN_BYTES) {
+            run->len += len;
+            continue;
         }
+        struct gather_desc *d = &out[(*n)++];
+
+        d->src = (uintptr_t) (src ? (const char *) src : h_data_dev + dst);
+        d->dst = dst;
+        d->len = len;
+        run = src ? NULL : d;
     }
     return GPU_OK;
 }
@@ -878,7 +921,7 @@ gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
             return error;
         }
     }
-    error = fill_descs(b, c->h_descs, &n);
+    error = fill_descs(b, NULL, c->h_descs, &n);
     if (error) {
         return error;
     }
@@ -893,74 +936,6 @@ gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
         error = CK(cudaGetLastError());
     }
     return error;
-}
-
-/* Longest run of payloads staged next to each other in the batch's host
- * block that one descriptor covers: a warp pulls it 512 bytes at a
- * time. */
-#define PULL_RUN_BYTES 2048
-
-#define MIN(A, B) ((A) < (B) ? (A) : (B))
-#define MAX(A, B) ((A) > (B) ? (A) : (B))
-#define DIV_ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y))
-
-/* Writes to 'out' the descriptors by which the graph pulls every payload
- * of 'b''s submission: where it is for those read in place, in the
- * batch's host block ('h_data_dev', as the device addresses it) for the
- * others, neighbours merged up to PULL_RUN_BYTES.  Their count goes to
- * '*n'.  Returns GPU_ERR_INVALID as fill_descs() does. */
-static int
-fill_pull_descs(const struct gpu_ids_batch *b, const char *h_data_dev,
-                struct gather_desc *out, uint32_t *n)
-{
-    struct gather_desc *run = NULL;     /* The staged run to extend. */
-
-    *n = 0;
-    if (!b->srcs || !b->n_in_place) {
-        /* All staged, one after the other: pieces of the whole, without
-         * a look at each packet (~3 ns a packet of the thread's time for
-         * 4,096 packets in ids-bench). */
-        uint32_t total = b->offsets[b->n_packets] - b->offsets[0];
-        /* No more pieces than packets: room for that many follows the
-         * payloads. */
-        uint32_t piece = MAX(PULL_RUN_BYTES,
-                             DIV_ROUND_UP(total, b->n_packets));
-
-        for (uint32_t at = 0; at < total; at += piece) {
-            struct gather_desc *d = &out[(*n)++];
-
-            d->src = (uintptr_t) (h_data_dev + at);
-            d->dst = at;
-            d->len = MIN(piece, total - at);
-        }
-        return GPU_OK;
-    }
-    for (size_t i = 0; i < b->n_packets; i++) {
-        uint32_t dst = b->offsets[i];
-        uint32_t len = b->offsets[i + 1] - dst;
-        const uint8_t *src = b->srcs ? b->srcs[i] : NULL;
-
-        if (!len) {
-            continue;
-        }
-        if (src) {
-            if (!gpu_host_readable_in_place(src, len)) {
-                return GPU_ERR_INVALID;
-            }
-            run = NULL;
-        } else if (run && run->dst + run->len == dst
-                   && run->len + len <= PULL_RUN_BYTES) {
-            run->len += len;
-            continue;
-        }
-        struct gather_desc *d = &out[(*n)++];
-
-        d->src = (uintptr_t) (src ? (const char *) src : h_data_dev + dst);
-        d->dst = dst;
-        d->len = len;
-        run = src ? NULL : d;
-    }
-    return GPU_OK;
 }
 
 /* Launches 'b''s graph, which pulls its arguments and input from the
@@ -979,9 +954,9 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     uint32_t n_descs = 0;
     int error;
 
-    error = fill_pull_descs(b, c->graph.h_io_dev + L->data,
-                            (struct gather_desc *) (c->h_io + L->data + in),
-                            &n_descs);
+    error = fill_descs(b, c->graph.h_io_dev + L->data,
+                       (struct gather_desc *) (c->h_io + L->data + in),
+                       &n_descs);
     if (error) {
         return error;
     }
@@ -994,25 +969,18 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     ga->n_descs = n_descs;
     struct gpu_graph *g = &c->graph.g;
     uint64_t n_host_launches = g->n_host_launches;
+    uint64_t n_rings = g->n_rings;
 
-    if (after_stream) {
-        /* After what launch() queued on 's'. */
-        error = gpu_graph_launch_on_stream(g, s);
-        c->n_calls++;
-    } else if (g->sched_exec) {
-        uint64_t n_rings = g->n_rings;
-
-        error = gpu_graph_launch(g, s);
-        /* A parked scheduler's launch, if it had to be. */
-        c->n_calls += g->n_host_launches - n_host_launches;
+    /* After what launch() queued on 's', if anything, on 's'. */
+    error = (after_stream ? gpu_graph_launch_on_stream(g, s)
+             : gpu_graph_launch(g, s));
+    /* The graph's launch, or a parked scheduler's when it was rung. */
+    c->n_calls += g->n_host_launches - n_host_launches;
+    if (g->n_rings != n_rings) {
+        __atomic_fetch_add(&b->m->n_device_launches, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&b->m->n_scheduler_launches,
                            g->n_host_launches - n_host_launches,
                            __ATOMIC_RELAXED);
-        __atomic_fetch_add(&b->m->n_device_launches, g->n_rings - n_rings,
-                           __ATOMIC_RELAXED);
-    } else {
-        error = gpu_graph_launch(g, s);
-        c->n_calls++;
     }
     if (!error) {
         c->launch_ctr = (const uint32_t *) (c->h_io + L->ctr_out);
