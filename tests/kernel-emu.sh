@@ -61,7 +61,8 @@ run() {                         # NAME LIBRARY-SOURCES...
 }
 run ids gpu_services/ids/ids.c gpu_services/ids/ids-rules.c \
     gpu_services/ids/ids-cpu.c
-run re gpu_services/re/re.c gpu_services/re/re-cpu.c
+run re gpu_services/re/re.c gpu_services/re/re-cpu.c \
+    gpu_services/re/re-codec.c
 
 echo "kernel-emu: $passed passed, $failed failed"
 if test -n "${OVSGPU_TEST_COUNTS:-}"; then

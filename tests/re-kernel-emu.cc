@@ -26,7 +26,7 @@
  * Build and run (from the top of the tree, no configure needed):
  *
  *   mkdir -p /tmp/re-emu && : > /tmp/re-emu/config.h
- *   for f in re re-cpu; do gcc -O2 -std=gnu11 -I/tmp/re-emu -I. -c \
+ *   for f in re re-cpu re-codec; do gcc -O2 -std=gnu11 -I/tmp/re-emu -I. -c \
  *       gpu_services/re/$f.c -o /tmp/re-emu/$f.o; done
  *   gcc -O2 -std=gnu11 -I/tmp/re-emu -I. -c gpu_runtime/gpu-runtime.c \
  *       -o /tmp/re-emu/gpu-runtime.o
@@ -87,6 +87,29 @@ static inline uint32_t
 atomicAdd(uint32_t *p, uint32_t v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+
+/* The device encoder's table (threads run at once here). */
+static inline unsigned long long
+atomicCAS(unsigned long long *p, unsigned long long cmp,
+          unsigned long long v)
+{
+    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    return cmp;
+}
+
+static inline unsigned long long
+atomicMin(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, false,
+                                                   __ATOMIC_SEQ_CST,
+                                                   __ATOMIC_SEQ_CST)) {
+        continue;
+    }
+    return old;
 }
 
 using std::min;
@@ -277,6 +300,185 @@ run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
     return errors;
 }
 
+/* The encoder's kernels (append, insert, encode) on a stream of payloads
+ * with repeats, in batches of 1 to 300 with the cuts and hashes from the
+ * CPU, a ring of 'cache' bytes: each payload's shim (the header written
+ * here as the host would) goes through the library's decoder, which must
+ * give back the payload; raw ones are observed.  Returns the errors. */
+static int
+run_encode_case(uint64_t cache, size_t n_docs)
+{
+    struct gpu_re_config cfg;
+    struct gpu_re_decoder *d;
+    struct gpu_re_stats ds;
+    std::vector<uint8_t> stream;
+    std::vector<uint32_t> lens;
+    int errors = 0;
+
+    gpu_re_config_init(&cfg);
+    cfg.cache_size = cache;
+    cfg.epoch = 3;
+    if (gpu_re_decoder_create(&cfg, &d)) {
+        printf("encode: no decoder\n");
+        return 1;
+    }
+    /* Documents sent two or three times with a few edits, cut into
+     * payloads of 1 to 1460 bytes. */
+    for (size_t k = 0; k < n_docs; k++) {
+        std::vector<uint8_t> doc(1000 + rnd() % 20000);
+        int sends = 1 + rnd() % 3;
+
+        for (auto &c : doc) {
+            c = rnd() % 4 ? 'a' + rnd() % 26 : rnd();
+        }
+        for (int s = 0; s < sends; s++) {
+            doc[rnd() % doc.size()] = rnd();
+            for (size_t o = 0; o < doc.size();) {
+                size_t l = std::min<size_t>(1 + rnd() % 1460,
+                                            doc.size() - o);
+
+                stream.insert(stream.end(), doc.begin() + o,
+                              doc.begin() + o + l);
+                lens.push_back(l);
+                o += l;
+            }
+        }
+    }
+
+    uint64_t n_buckets = 16;
+    while (n_buckets * GPU_RE_ENC_WAYS * 64 < cache) {
+        n_buckets *= 2;
+    }
+    std::vector<uint8_t> ring(cache);
+    std::vector<unsigned long long> table(n_buckets * GPU_RE_ENC_WAYS, 0);
+    struct gpu_re_enc_dev kd;
+    kd.ring = ring.data();
+    kd.size = cache;
+    kd.table = table.data();
+    kd.mask = n_buckets - 1;
+    kd.min_ref = cfg.min_ref;
+    kd.min_chunk = cfg.params.min_chunk;
+
+    uint64_t pos = 0, shims = 0, bytes_in = 0, bytes_out = 0;
+    size_t at = 0;
+    for (size_t i0 = 0; i0 < lens.size();) {
+        size_t n = std::min<size_t>(1 + rnd() % 300, lens.size() - i0);
+        std::vector<uint32_t> offsets(n + 1);
+
+        offsets[0] = 0;
+        for (size_t j = 0; j < n; j++) {
+            offsets[j + 1] = offsets[j] + lens[i0 + j];
+        }
+        const uint8_t *data = stream.data() + at;
+        size_t n_slots = gpu_re_n_slots(offsets[n], n, kd.min_chunk);
+        std::vector<uint16_t> ends(n_slots);
+        std::vector<struct gpu_re_hash> hashes(n_slots), phash(n);
+        for (size_t j = 0; j < n; j++) {
+            size_t slot = gpu_re_slot_base(offsets.data(), j, kd.min_chunk);
+            uint32_t len = lens[i0 + j];
+
+            gpu_re_chunk_cpu(&cfg.params, data + offsets[j], len,
+                             &ends[slot], NULL, n_slots - slot);
+            gpu_re_hash_packet(data + offsets[j], len, &ends[slot],
+                               &hashes[slot], &phash[j]);
+        }
+
+        struct gpu_re_enc_args a;
+        memset(&a, 0, sizeof a);
+        a.base = pos;
+        uint64_t end = pos + offsets[n];
+        a.low = end > cache ? end - cache : 0;
+        if (!pos) {
+            uint8_t v[8];
+            size_t vn = 0;
+
+            /* The epoch's START: all literal (lengths here fit). */
+            a.start = 1;
+            gpu_re_put_varint(v, &vn, sizeof v, lens[i0]);
+            a.start_room = lens[i0] ? 1 + vn + lens[i0] : 0;
+        }
+        std::vector<uint8_t> bodies(offsets[n] + GPU_RE_ENC_SLACK * n);
+        std::vector<struct gpu_re_enc_result> results(n);
+        const uint32_t *off = offsets.data();
+        const uint16_t *e = ends.data();
+        const struct gpu_re_hash *h = hashes.data();
+        uint8_t *bo = bodies.data();
+        struct gpu_re_enc_result *re = results.data();
+        const struct gpu_re_enc_args *ap = &a;
+        uint32_t grid = (n + THREADS - 1) / THREADS;
+
+        launch(4, THREADS, [=] { enc_append_body(kd, data, off, n, ap); });
+        launch(grid, THREADS, [=] {
+            enc_insert_body(kd, off, n, e, h, ap);
+        });
+        launch(grid, THREADS, [=] {
+            enc_shim_body(kd, data, off, n, e, h, ap, bo, re);
+        });
+
+        for (size_t j = 0; j < n; j++) {
+            const uint8_t *pay = data + offsets[j];
+            uint32_t len = lens[i0 + j];
+
+            bytes_in += len;
+            if (!results[j].shim) {
+                bytes_out += len;
+                gpu_re_decoder_observe(d, pay, len);
+                continue;
+            }
+            std::vector<uint8_t> shim(GPU_RE_SHIM_HDR_LEN
+                                      + results[j].body_len);
+            uint32_t p32 = (uint32_t) (pos + offsets[j]);
+            uint32_t check = phash[j].hi >> 32;
+            uint8_t hdr[GPU_RE_SHIM_HDR_LEN] = {
+                GPU_RE_SHIM_VERSION, 0, 0,
+                (uint8_t) (a.start && !j ? GPU_RE_SHIM_F_START : 0),
+                (uint8_t) (cfg.epoch >> 8), (uint8_t) cfg.epoch,
+                (uint8_t) (len >> 8), (uint8_t) len,
+                (uint8_t) (p32 >> 24), (uint8_t) (p32 >> 16),
+                (uint8_t) (p32 >> 8), (uint8_t) p32,
+                (uint8_t) (check >> 24), (uint8_t) (check >> 16),
+                (uint8_t) (check >> 8), (uint8_t) check,
+            };
+            memcpy(shim.data(), hdr, sizeof hdr);
+            memcpy(shim.data() + sizeof hdr,
+                   bodies.data() + offsets[j] + GPU_RE_ENC_SLACK * j,
+                   results[j].body_len);
+
+            std::vector<uint8_t> out(GPU_RE_MAX_PAYLOAD);
+            size_t out_len = 0;
+            int r = gpu_re_decode(d, shim.data(), shim.size(), out.data(),
+                                  out.size(), &out_len);
+
+            shims++;
+            bytes_out += shim.size();
+            if (r != GPU_RE_DECODED || out_len != len
+                || memcmp(out.data(), pay, len)) {
+                if (errors++ < 5) {
+                    printf("encode: payload %zu of %u bytes: decoded %d "
+                           "to %zu bytes, not the payload\n", i0 + j, len,
+                           r, out_len);
+                }
+            }
+        }
+        pos = end;
+        at += offsets[n];
+        i0 += n;
+    }
+    gpu_re_decoder_get_stats(d, &ds);
+    gpu_re_decoder_destroy(d);
+    printf("  encode, cache %" PRIu64 " KB: %zu payloads, %" PRIu64
+           " shims, %.1f%% saved, %" PRIu64 " undecodable: %s\n",
+           cache >> 10, lens.size(), shims,
+           100.0 * (1 - (double) bytes_out / bytes_in), ds.undecodable,
+           errors ? "WRONG" : "every payload restored");
+    /* The documents repeat: most later sends must be found. */
+    if (!errors && bytes_out > bytes_in * 0.9) {
+        printf("encode: saved too little\n");
+        errors++;
+    }
+    return errors;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -302,7 +504,9 @@ main(int argc, char **argv)
             errors += e;
         }
     }
+    errors += run_encode_case(64 * 1024, 40);
+    errors += run_encode_case(1024 * 1024, 40);
     printf("re-kernel-emu: %s\n", errors ? "FAILED" : "kernels match the "
-           "CPU chunker");
+           "CPU chunker and the decoder");
     return errors != 0;
 }

@@ -1869,6 +1869,306 @@ test_decode_in_place(void **state)
     trace_free(&t);
 }
 
+/* A gather of frames [first, first + n) for test_device_encode(): frame
+ * j's payload is the batch's payload idx[j] (-1: not eligible). */
+struct dev_gather {
+    size_t first, n;
+    int idx[6 * 32];
+};
+
+static void
+dev_gather_submit(struct gpu_re_encoder *e, struct dev_gather *g,
+                  struct gpu_re_batch *b, uint8_t *data, uint32_t *offsets,
+                  uint32_t *rooms, const struct frame *orig,
+                  struct frame *got, const size_t *caps, size_t i0,
+                  size_t ng)
+{
+    size_t np = 0;
+
+    offsets[0] = 0;
+    for (size_t j = 0; j < ng; j++) {
+        struct frame *x = &got[i0 + j];
+        size_t ofs;
+        int plen;
+
+        *x = orig[i0 + j];
+        plen = gpu_re_packet_payload(x->buf, x->len, &ofs);
+        g->idx[j] = -1;
+        if (plen >= 0) {
+            memcpy(data + offsets[np], x->buf + ofs, plen);
+            offsets[np + 1] = offsets[np] + plen;
+            rooms[np] = plen + caps[i0 + j] - x->len;
+            g->idx[j] = np++;
+        }
+    }
+    assert_int_equal(gpu_re_encoder_submit(e, b, data, offsets, rooms, np),
+                     GPU_OK);
+    g->first = i0;
+    g->n = ng;
+}
+
+static void
+dev_gather_finish(struct gpu_re_encoder *e, struct dev_gather *g,
+                  struct gpu_re_batch *b, struct frame *got,
+                  const size_t *caps, int *res)
+{
+    int status;
+
+    if (!g->n) {
+        return;
+    }
+    while ((status = gpu_re_batch_poll(b)) == GPU_ERR_BUSY) {
+        continue;
+    }
+    assert_int_equal(status, GPU_OK);
+    for (size_t j = 0; j < g->n; j++) {
+        size_t i = g->first + j;
+        struct frame *x = &got[i];
+
+        res[i] = (g->idx[j] < 0
+                  ? gpu_re_encode_packet(e, x->buf, &x->len, caps[i])
+                  : gpu_re_encode_packet_result(e, b, g->idx[j], x->buf,
+                                                &x->len, caps[i]));
+        assert_true(res[i] > 0);
+    }
+    g->n = 0;
+}
+
+/* Frames [i0, i0 + ng) through gpu_re_encode_packets(). */
+static void
+dev_burst(struct gpu_re_encoder *e, const struct frame *orig,
+          struct frame *got, const size_t *caps, int *res, size_t i0,
+          size_t ng)
+{
+    uint8_t **frames = malloc(ng * sizeof *frames);
+    size_t *lens = malloc(ng * sizeof *lens);
+
+    for (size_t j = 0; j < ng; j++) {
+        got[i0 + j] = orig[i0 + j];
+        frames[j] = got[i0 + j].buf;
+        lens[j] = got[i0 + j].len;
+    }
+    assert_int_equal(gpu_re_encode_packets(e, frames, lens, caps + i0, ng,
+                                           res + i0),
+                     GPU_OK);
+    for (size_t j = 0; j < ng; j++) {
+        got[i0 + j].len = lens[j];
+    }
+    free(frames);
+    free(lens);
+}
+
+/* An encoder on the device (config device_encode) against the host's
+ * encoder and a decoder, on frames of a trace with repeats, gathered
+ * 1 to 192 at a time with two gathers in flight (the second submitted
+ * before the first is encoded), some through gpu_re_encode_packets():
+ *
+ *   - on the CPU backend the encoder stays on the host, so every frame
+ *     must be byte for byte the plain host encoder's;
+ *   - on CUDA every frame must decode to its original (a CPU decoder, in
+ *     order), the shims must save at least 80% of what the host encoder
+ *     saves on the same frames, and the counters must add up.
+ *
+ * Cases: a 64 KB cache (gathers longer than the cache: the ring keeps
+ * only their tail), 1 MB, a new epoch every 300 shims, gpu_re_encoder_
+ * resync() between gathers, and frames with no room for the epoch's
+ * first shim (they go raw, outside any epoch, until one has room). */
+static void
+test_device_encode(void **state)
+{
+    static const struct {
+        uint64_t cache;
+        uint32_t resync;
+        bool resync_calls;
+        bool tight;
+    } cases[] = {
+        { 64 * 1024, 0, false, true },
+        { 1024 * 1024, 0, false, false },
+        { 256 * 1024, 300, false, false },
+        { 1024 * 1024, 0, true, true },
+    };
+
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        uint64_t seed = case_seed(12, ci);
+        struct rng r = { seed };
+        struct gpu_re_config cfg;
+        struct trace t;
+
+        print_message("  case %zu seed 0x%016" PRIx64 "\n", ci, seed);
+        gpu_re_config_init(&cfg);
+        cfg.cache_size = cases[ci].cache;
+        cfg.resync_packets = cases[ci].resync;
+        cfg.epoch = 7;
+        make_trace(&t, &r, 30, 1460, 2 * cases[ci].cache);
+
+        size_t n = t.n;
+        struct frame *orig = malloc(n * sizeof *orig);
+        size_t *caps = malloc(n * sizeof *caps);
+
+        for (size_t i = 0; i < n; i++) {
+            size_t l3 = build_frame(&orig[i], &r, rng_below(&r, 2),
+                                    rng_below(&r, 2), rng_below(&r, 4) == 0,
+                                    t.data + t.offsets[i],
+                                    t.offsets[i + 1] - t.offsets[i]);
+
+            if (!rng_below(&r, 10)) {
+                orig[i].buf[l3 - 1] = 0x06;     /* Not IP: passes. */
+            }
+            /* The first frames have no room for a START shim. */
+            caps[i] = (cases[ci].tight && i < 50 ? orig[i].len
+                       : sizeof orig[i].buf);
+        }
+        for (int bi = 0; bi < n_backends; bi++) {
+            const size_t max_gather = 6 * 32;
+            struct gpu_re_chunker_config cc;
+            struct gpu_re_chunker *ch;
+            struct gpu_re_encoder *ed, *eh;
+            struct gpu_re_decoder *d;
+            struct gpu_re_batch *b[2];
+            struct gpu_re_stats ds, hs, dec;
+            uint32_t *offsets[2], *rooms[2];
+            uint8_t *data[2];
+            struct frame *got = malloc(n * sizeof *got);
+            struct frame *ref = malloc(n * sizeof *ref);
+            int *res = malloc(n * sizeof *res);
+            bool cuda = backends[bi] == GPU_RE_BACKEND_CUDA;
+            size_t n_raw = 0, n_shim = 0;
+
+            gpu_re_chunker_config_init(&cc);
+            cc.backend = backends[bi];
+            assert_int_equal(gpu_re_chunker_create(&cc, &ch), GPU_OK);
+            cfg.device_encode = true;
+            assert_int_equal(gpu_re_encoder_create(&cfg, ch, &ed), GPU_OK);
+            assert_int_equal(gpu_re_encoder_on_device(ed), cuda);
+            cfg.device_encode = false;
+            assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &eh),
+                             GPU_OK);
+            assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(gpu_re_encoder_batch_create(
+                                     ed, max_gather, max_gather * 2048,
+                                     &b[k]),
+                                 GPU_OK);
+                offsets[k] = gpu_host_alloc((max_gather + 1)
+                                            * sizeof *offsets[k]);
+                rooms[k] = malloc(max_gather * sizeof *rooms[k]);
+                data[k] = gpu_host_alloc(max_gather * 2048);
+            }
+            if (cuda) {
+                /* Payload-level encoding is refused on the device. */
+                size_t out_len;
+                uint8_t out[64];
+
+                assert_int_equal(gpu_re_encode(ed, t.data, 8, NULL, 0, out,
+                                               sizeof out, &out_len),
+                                 GPU_ERR_INVALID);
+            }
+
+            /* Slot 'cur' is filled next; the other may be in flight. */
+            struct dev_gather g[2] = { { 0 } };
+            int cur = 0;
+
+            for (size_t i0 = 0; i0 < n || g[cur ^ 1].n;) {
+                size_t ng = i0 < n ? 1 + rng_below(&r, max_gather) : 0;
+                bool burst = ng && !rng_below(&r, 4);
+
+                ng = ng < n - i0 ? ng : n - i0;
+                if (ng && !burst) {
+                    if (cases[ci].resync_calls && !rng_below(&r, 8)) {
+                        /* A gather in flight goes raw. */
+                        gpu_re_encoder_resync(ed);
+                    }
+                    dev_gather_submit(ed, &g[cur], b[cur], data[cur],
+                                      offsets[cur], rooms[cur], orig, got,
+                                      caps, i0, ng);
+                }
+                /* The older gather is encoded once the next one is on
+                 * its way. */
+                dev_gather_finish(ed, &g[cur ^ 1], b[cur ^ 1], got, caps,
+                                  res);
+                if (burst) {
+                    dev_burst(ed, orig, got, caps, res, i0, ng);
+                } else if (ng) {
+                    cur ^= 1;
+                }
+                i0 += ng;
+            }
+
+            /* The host encoder on the same frames, and the decoder on
+             * the device encoder's. */
+            for (size_t i = 0; i < n; i++) {
+                struct frame y = orig[i];
+                int want = gpu_re_encode_packet(eh, y.buf, &y.len, caps[i]);
+
+                ref[i] = y;
+                if (!cuda && !cases[ci].resync_calls) {
+                    assert_int_equal(res[i], want);
+                    if (got[i].len != y.len
+                        || memcmp(got[i].buf, y.buf, y.len)) {
+                        fail_msg("seed 0x%016" PRIx64 ": frame %zu differs "
+                                 "from the host encoder's", seed, i);
+                    }
+                }
+                n_raw += res[i] == GPU_RE_RAW;
+                n_shim += res[i] == GPU_RE_SHIM;
+
+                struct frame z = got[i];
+                int dr = gpu_re_decode_packet(d, z.buf, &z.len,
+                                              sizeof z.buf);
+
+                if (dr == GPU_RE_UNDECODABLE || z.len != orig[i].len
+                    || memcmp(z.buf, orig[i].buf, z.len)) {
+                    fail_msg("seed 0x%016" PRIx64 ": %s frame %zu (result "
+                             "%d) decodes to %d, not the original",
+                             seed, gpu_re_backend_name(backends[bi]), i,
+                             res[i], dr);
+                }
+            }
+            gpu_re_encoder_get_stats(ed, &ds);
+            gpu_re_encoder_get_stats(eh, &hs);
+            gpu_re_decoder_get_stats(d, &dec);
+            assert_int_equal(ds.packets, hs.packets);
+            assert_int_equal(ds.passed, hs.passed);
+            assert_int_equal(ds.shims, n_shim);
+            assert_int_equal(ds.packets, n_shim + n_raw);
+            assert_int_equal(ds.bytes_in, hs.bytes_in);
+            assert_int_equal(dec.undecodable, 0);
+            assert_true(ds.shims > 0 && ds.hits > 0);
+
+            double saved_d = 1.0 - (double) ds.bytes_out / ds.bytes_in;
+            double saved_h = 1.0 - (double) hs.bytes_out / hs.bytes_in;
+
+            print_message("  %s: device encoder %s, saved %.1f%% (host "
+                          "encoder %.1f%%), %" PRIu64 " shims, %" PRIu64
+                          " references, %" PRIu64 " epochs\n",
+                          gpu_re_backend_name(backends[bi]),
+                          cuda ? "on the device" : "on the host",
+                          100 * saved_d, 100 * saved_h, ds.shims, ds.hits,
+                          ds.epochs);
+            if (!cases[ci].resync_calls) {
+                assert_true(saved_d >= 0.8 * saved_h);
+            }
+            for (int k = 0; k < 2; k++) {
+                gpu_re_batch_destroy(b[k]);
+                gpu_host_free(offsets[k]);
+                gpu_host_free(data[k]);
+                free(rooms[k]);
+            }
+            gpu_re_encoder_destroy(ed);
+            gpu_re_encoder_destroy(eh);
+            gpu_re_decoder_destroy(d);
+            gpu_re_chunker_destroy(ch);
+            free(got);
+            free(ref);
+            free(res);
+        }
+        free(orig);
+        free(caps);
+        trace_free(&t);
+    }
+    (void) state;
+}
+
 int
 main(void)
 {
@@ -1903,6 +2203,7 @@ main(void)
         cmocka_unit_test(test_packets),
         cmocka_unit_test(test_packets_gathered),
         cmocka_unit_test(test_decode_in_place),
+        cmocka_unit_test(test_device_encode),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {

@@ -300,6 +300,11 @@ struct gpu_re_config {
                                  * price of an empty cache each time. */
     uint32_t min_ref;           /* Shortest chunk worth a reference (16). */
     uint16_t epoch;             /* Encoder: first epoch (0: random). */
+    /* Encoder: keep the cache and the chunk table on the chunker's
+     * device and encode there, in the batch's graph ("encoder=device";
+     * default false, "host").  A chunker that cannot (the CPU backend)
+     * encodes on the host as always. */
+    bool device_encode;
 };
 
 void gpu_re_config_init(struct gpu_re_config *);
@@ -311,6 +316,7 @@ void gpu_re_config_init(struct gpu_re_config *);
  * GPU_OK, or GPU_ERR_INVALID with a message in 'err' (an unknown key, a
  * malformed or out-of-range value); 'cfg' is unchanged on error.  Check
  * the whole set with gpu_re_config_check() afterwards. */
+/* "encoder" takes "host" or "device" (device_encode). */
 int gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
                       const char *value, char *err, size_t err_size);
 /* GPU_OK, or GPU_ERR_INVALID with the reason in 'err'. */
@@ -355,6 +361,49 @@ int gpu_re_decoder_create(const struct gpu_re_config *,
 void gpu_re_decoder_destroy(struct gpu_re_decoder *);
 void gpu_re_decoder_get_stats(const struct gpu_re_decoder *,
                               struct gpu_re_stats *);
+
+/* ---- Encoding on the device (config 'device_encode'). ----
+ *
+ * The encoder's cache and table live on the chunker's device; a batch
+ * made by gpu_re_encoder_batch_create() chunks, hashes and encodes its
+ * payloads in one graph launch, and the host writes each shim into its
+ * frame.  Payloads are encoded in the order they are submitted, across
+ * batches and threads' streams; their stream positions are given at
+ * submission, so frames should go out in that order.  A batch the device
+ * fails (or one submitted before a resync) goes raw, and the encoder
+ * starts a new epoch.  With 'resync_packets' the new epoch starts at the
+ * first submission after that many shims.  Payload-level calls
+ * (gpu_re_encode(), gpu_re_encode_chunks()) are refused on such an
+ * encoder (GPU_ERR_INVALID), and gpu_re_encode_packet() sends an
+ * eligible frame raw and starts a new epoch: use the batch calls. */
+
+/* True if 'e' encodes on the device. */
+bool gpu_re_encoder_on_device(const struct gpu_re_encoder *);
+
+/* A batch for gpu_re_encoder_submit() on 'e''s chunker (for an encoder
+ * on the host, gpu_re_batch_create_flags() with GPU_RE_BATCH_HASHES). */
+int gpu_re_encoder_batch_create(struct gpu_re_encoder *, size_t max_packets,
+                                size_t max_bytes, struct gpu_re_batch **);
+
+/* Submits payloads as gpu_re_batch_submit() does, to be encoded in that
+ * order.  'rooms[i]' (NULL: no limit) is how many bytes payload i's
+ * shim may take in its frame (the payload's length plus the buffer's
+ * room past the frame): only the epoch's first shim can be longer than
+ * its payload.  For an encoder on the host this only chunks. */
+int gpu_re_encoder_submit(struct gpu_re_encoder *, struct gpu_re_batch *,
+                          const uint8_t *data, const uint32_t *offsets,
+                          const uint32_t *rooms, size_t n_packets);
+
+/* After gpu_re_batch_wait() or _poll(): encodes 'frame' ('*len' bytes
+ * in a buffer of 'cap'), whose payload was payload 'i' of the batch, in
+ * place: with the device's result, or for an encoder on the host with
+ * the batch's cuts and hashes (gpu_re_encode_packet_chunks(), the table
+ * probes prefetched ahead; call it for the payloads in order).  Returns
+ * as gpu_re_encode_packet(); GPU_ERR_INVALID if the frame's payload is
+ * not the one submitted (the frame left unchanged). */
+int gpu_re_encode_packet_result(struct gpu_re_encoder *,
+                                struct gpu_re_batch *, size_t i,
+                                uint8_t *frame, size_t *len, size_t cap);
 
 /* Results of the encode and decode calls. */
 enum gpu_re_result {

@@ -271,19 +271,7 @@ put32(uint8_t *p, uint32_t v)
     p[3] = v;
 }
 
-/* Appends LEB128 'v' at out[*n] if it fits before 'limit'. */
-static bool
-put_varint(uint8_t *out, size_t *n, size_t limit, uint32_t v)
-{
-    do {
-        if (*n >= limit) {
-            return false;
-        }
-        out[(*n)++] = (v & 0x7f) | (v > 0x7f ? 0x80 : 0);
-        v >>= 7;
-    } while (v);
-    return true;
-}
+#define put_varint gpu_re_put_varint
 
 /* Reads a LEB128 value of at most 32 bits, refusing overlong forms. */
 static bool
@@ -400,7 +388,7 @@ gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
 
     static const char *const keys[] = {
         "cache", "window", "bits", "min_chunk", "max_chunk", "min_ref",
-        "resync", "epoch",
+        "resync", "epoch", "encoder",
     };
     size_t i;
 
@@ -418,6 +406,17 @@ gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
             snprintf(err, err_size, "unknown option \"%s\"", key);
         }
         return GPU_ERR_INVALID;
+    }
+    if (!strcmp(key, "encoder")) {
+        if (strcmp(value, "host") && strcmp(value, "device")) {
+            if (err && err_size) {
+                snprintf(err, err_size, "encoder: bad value \"%s\" (host "
+                         "or device)", value);
+            }
+            return GPU_ERR_INVALID;
+        }
+        cfg->device_encode = !strcmp(value, "device");
+        return GPU_OK;
     }
     errno = 0;
     v = strtoull(value, &end, 10);
@@ -501,6 +500,12 @@ struct gpu_re_encoder {
     uint32_t shims_in_epoch;
     struct gpu_re_stats stats;
 
+    /* Encoding on the device (config 'device_encode' with a chunker that
+     * can): the cache and the table are there, not in 'cache.ring' and
+     * 'table'; 'cache.pos' is still the stream position. */
+    void *dev;
+    bool clear_dev;             /* Empty the device's table first. */
+
     /* Scratch. */
     uint16_t ends[GPU_RE_MAX_PAYLOAD + 1];
     struct gpu_re_hash hashes[GPU_RE_MAX_PAYLOAD + 1];
@@ -541,18 +546,35 @@ gpu_re_encoder_create(const struct gpu_re_config *cfg,
     }
     e->cfg = *cfg;
     e->chunker = chunker;
-    /* About one entry per 64 cached bytes: chunks average
-     * min_chunk + 2^bits bytes, so most stay findable. */
-    for (e->n_buckets = 16; e->n_buckets * WAYS * 64 < cfg->cache_size;) {
-        e->n_buckets *= 2;
-    }
-    entries = e->n_buckets * WAYS;
-    /* A bucket (WAYS entries, 64 bytes) on one whole cache line. */
-    e->table = alloc_prefaulted(entries * sizeof *e->table, 64);
-    if (!e->table || cache_init(&e->cache, cfg->cache_size)) {
-        free(e->table);
-        free(e);
-        return GPU_ERR_NOMEM;
+    if (cfg->device_encode && chunker && chunker->prov->enc_init) {
+        /* About one entry per 64 cached bytes, as on the host. */
+        uint64_t n_buckets = 16;
+        int error;
+
+        while (n_buckets * GPU_RE_ENC_WAYS * 64 < cfg->cache_size) {
+            n_buckets *= 2;
+        }
+        e->cache.size = cfg->cache_size;
+        error = chunker->prov->enc_init(chunker, cfg->cache_size, n_buckets,
+                                        cfg->min_ref, &e->dev);
+        if (error) {
+            free(e);
+            return error;
+        }
+    } else {
+        /* About one entry per 64 cached bytes: chunks average
+         * min_chunk + 2^bits bytes, so most stay findable. */
+        for (e->n_buckets = 16; e->n_buckets * WAYS * 64 < cfg->cache_size;) {
+            e->n_buckets *= 2;
+        }
+        entries = e->n_buckets * WAYS;
+        /* A bucket (WAYS entries, 64 bytes) on one whole cache line. */
+        e->table = alloc_prefaulted(entries * sizeof *e->table, 64);
+        if (!e->table || cache_init(&e->cache, cfg->cache_size)) {
+            free(e->table);
+            free(e);
+            return GPU_ERR_NOMEM;
+        }
     }
     e->epoch = cfg->epoch ? cfg->epoch : random_epoch();
     e->stats.epochs = 1;
@@ -565,6 +587,9 @@ gpu_re_encoder_destroy(struct gpu_re_encoder *e)
 {
     if (e) {
         gpu_re_batch_destroy(e->batch);
+        if (e->dev) {
+            e->chunker->prov->enc_uninit(e->chunker, e->dev);
+        }
         gpu_host_free(e->bdata);
         gpu_host_free(e->boffsets);
         free(e->cache.ring);
@@ -580,7 +605,10 @@ gpu_re_encoder_resync(struct gpu_re_encoder *e)
     e->started = false;
     e->shims_in_epoch = 0;
     e->cache.pos = 0;
-    memset(e->table, 0, e->n_buckets * WAYS * sizeof *e->table);
+    if (e->table) {
+        memset(e->table, 0, e->n_buckets * WAYS * sizeof *e->table);
+    }
+    e->clear_dev = e->dev != NULL;
     e->stats.epochs++;
 }
 
@@ -935,8 +963,8 @@ gpu_re_encode_chunks(struct gpu_re_encoder *e, const uint8_t *payload,
     size_t shim_len = 0;
     int r;
 
-    if (!e || (len && !payload) || len > GPU_RE_MAX_PAYLOAD || !out
-        || !out_len || !chunks_tile(chunks, len)) {
+    if (!e || e->dev || (len && !payload) || len > GPU_RE_MAX_PAYLOAD
+        || !out || !out_len || !chunks_tile(chunks, len)) {
         return GPU_ERR_INVALID;
     }
     r = encode(e, payload, len, ends, n_chunks, chunks->hashes,
@@ -1492,6 +1520,27 @@ set_ip(uint8_t *f, const struct pkt *k, uint8_t proto, size_t new_len)
     }
 }
 
+/* Replaces the 'plen'-byte payload of eligible frame 'f' (parsed into
+ * 'k') by the shim 'hdr' (GPU_RE_SHIM_HDR_LEN bytes, its next_proto and
+ * l4_len filled in here) and 'body': IP protocol 253, the shim header,
+ * the original L4 header, the body.  The caller checked that it fits. */
+static void
+frame_put_shim(uint8_t *f, size_t *len, const struct pkt *k, size_t plen,
+               uint8_t *hdr, const uint8_t *body, size_t body_len)
+{
+    uint8_t l4[60];
+    size_t new_len = *len - plen + GPU_RE_SHIM_HDR_LEN + body_len;
+
+    hdr[1] = k->proto;
+    hdr[2] = k->l4_len;
+    memcpy(l4, f + k->l4, k->l4_len);
+    memcpy(f + k->l4 + GPU_RE_SHIM_HDR_LEN + k->l4_len, body, body_len);
+    memcpy(f + k->l4, hdr, GPU_RE_SHIM_HDR_LEN);
+    memcpy(f + k->l4 + GPU_RE_SHIM_HDR_LEN, l4, k->l4_len);
+    set_ip(f, k, GPU_RE_IPPROTO, new_len);
+    *len = new_len;
+}
+
 /* Encodes the eligible frame 'f' (parsed into 'k', payload 'plen') with
  * its payload's 'chunks' from a batch, or NULL to chunk it here. */
 static int
@@ -1501,8 +1550,7 @@ encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
 {
     uint8_t *pay = f + k->l4 + k->l4_len;
     struct gpu_re_chunks own;
-    uint8_t l4[60];
-    size_t shim_len = 0, room, new_len;
+    size_t shim_len = 0, room;
     int r;
 
     /* The shim replaces the payload: it may use what the payload used
@@ -1520,16 +1568,196 @@ encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
     if (r != GPU_RE_SHIM) {
         return GPU_RE_RAW;
     }
-    e->shim[1] = k->proto;
-    e->shim[2] = k->l4_len;
-    memcpy(l4, f + k->l4, k->l4_len);
-    memcpy(f + k->l4, e->shim, GPU_RE_SHIM_HDR_LEN);
-    memcpy(f + k->l4 + GPU_RE_SHIM_HDR_LEN, l4, k->l4_len);
-    memcpy(f + k->l4 + GPU_RE_SHIM_HDR_LEN + k->l4_len,
-           e->shim + GPU_RE_SHIM_HDR_LEN, shim_len - GPU_RE_SHIM_HDR_LEN);
-    new_len = *len - plen + shim_len;
-    set_ip(f, k, GPU_RE_IPPROTO, new_len);
-    *len = new_len;
+    frame_put_shim(f, len, k, plen, e->shim,
+                   e->shim + GPU_RE_SHIM_HDR_LEN,
+                   shim_len - GPU_RE_SHIM_HDR_LEN);
+    return GPU_RE_SHIM;
+}
+
+/* ---- Encoding on the device. ---- */
+
+bool
+gpu_re_encoder_on_device(const struct gpu_re_encoder *e)
+{
+    return e && e->dev;
+}
+
+/* An eligible payload of 'plen' bytes that an encoder on the device
+ * could not encode goes raw.  The device may have its bytes cached, or
+ * not, so the decoder's cache could be out of step: a new epoch. */
+static int
+device_raw(struct gpu_re_encoder *e, size_t plen)
+{
+    if (e->started) {
+        gpu_re_encoder_resync(e);
+    }
+    encode_done(e, GPU_RE_RAW, plen, 0);
+    return GPU_RE_RAW;
+}
+
+int
+gpu_re_encoder_batch_create(struct gpu_re_encoder *e, size_t max_packets,
+                            size_t max_bytes, struct gpu_re_batch **bp)
+{
+    if (!e || !e->chunker) {
+        return GPU_ERR_INVALID;
+    }
+    return gpu_re_batch_create_enc(e->chunker, max_packets, max_bytes,
+                                   GPU_RE_BATCH_HASHES, e->dev, bp);
+}
+
+/* The body of an epoch's START shim for a payload of 'len' bytes: all
+ * literal. */
+static size_t
+start_body_len(size_t len)
+{
+    size_t n = 0;
+    uint8_t v[8];
+
+    if (!len) {
+        return 0;
+    }
+    put_varint(v, &n, sizeof v, len);
+    return 1 + n + len;
+}
+
+int
+gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
+                      const uint8_t *data, const uint32_t *offsets,
+                      const uint32_t *rooms, size_t n)
+{
+    struct gpu_re_enc_args *a;
+    uint64_t cached, end;
+    size_t first = 0;
+    int error;
+
+    if (!e || !b || (n && (!data || !offsets))) {
+        return GPU_ERR_INVALID;
+    }
+    b->enc_ahead = 0;
+    if (!e->dev) {
+        return gpu_re_batch_submit(b, NULL, data, offsets, n);
+    }
+    if (b->enc_dev != e->dev || n > b->max_packets) {
+        return GPU_ERR_INVALID;
+    }
+    /* Positions are 40 bits in the device's table: a new epoch long
+     * before (a terabyte of payload). */
+    if ((e->cfg.resync_packets
+         && e->shims_in_epoch >= e->cfg.resync_packets)
+        || e->cache.pos + (n ? offsets[n] - offsets[0] : 0)
+           >= GPU_RE_ENC_POS_MASK) {
+        gpu_re_encoder_resync(e);
+    }
+    a = &b->enc_args;
+    memset(a, 0, sizeof *a);
+    if (!e->started) {
+        /* The epoch starts with the first payload whose START shim fits
+         * its frame; those before go raw, outside any epoch. */
+        for (; first < n; first++) {
+            size_t len = offsets[first + 1] - offsets[first];
+            size_t body = start_body_len(len);
+
+            if (!rooms || GPU_RE_SHIM_HDR_LEN + body <= rooms[first]) {
+                a->start = 1;
+                a->start_room = body;
+                break;
+            }
+        }
+    }
+    cached = first < n ? offsets[n] - offsets[first] : 0;
+    end = e->cache.pos + cached;
+    a->base = e->cache.pos;
+    a->low = end > e->cache.size ? end - e->cache.size : 0;
+    a->first = first;
+    b->enc_clear = e->clear_dev;
+    b->enc_epoch = e->epoch;
+    error = gpu_re_batch_submit(b, NULL, data, offsets, n);
+    if (error) {
+        return error;
+    }
+    /* The table is emptied in the submission's stream, before it. */
+    e->clear_dev = false;
+    e->cache.pos = end;
+    if (a->start) {
+        e->started = true;
+    }
+    return GPU_OK;
+}
+
+int
+gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
+                            size_t i, uint8_t *f, size_t *len, size_t cap)
+{
+    const struct gpu_re_enc_args *a;
+    const struct gpu_re_enc_result *r;
+    uint8_t hdr[GPU_RE_SHIM_HDR_LEN];
+    struct shim_hdr h;
+    struct pkt k;
+    int plen;
+
+    if (!e || !b || b->enc_dev != e->dev || i >= b->n_packets || !f || !len
+        || *len > cap) {
+        return GPU_ERR_INVALID;
+    }
+    if (!e->dev) {
+        /* The host encodes, with the batch's cuts and hashes, its table
+         * probes started a few payloads ahead. */
+        struct gpu_re_chunks chunks;
+
+        if (!b->want_hashes) {
+            return GPU_ERR_INVALID;
+        }
+        b->enc_ahead = gpu_re_encoder_prefetch_batch(e, b, i, b->enc_ahead,
+                                                     b->n_packets);
+        gpu_re_batch_chunks(b, i, &chunks);
+        return gpu_re_encode_packet_chunks(e, f, len, cap, &chunks);
+    }
+    a = &b->enc_args;
+    plen = eligible(f, *len, &k);
+    if (plen < 0 || (uint32_t) plen != b->offsets[i + 1] - b->offsets[i]) {
+        return GPU_ERR_INVALID;
+    }
+    if (b->enc_failed || b->enc_epoch != e->epoch) {
+        /* The device failed, or the encoder started a new epoch since
+         * (which empties the decoder's cache): its references would not
+         * resolve. */
+        return device_raw(e, plen);
+    }
+    if (i < a->first) {
+        encode_done(e, GPU_RE_RAW, plen, 0);    /* Before the START. */
+        return GPU_RE_RAW;
+    }
+    r = &b->enc_results[i];
+    if (!r->shim || (size_t) (*len - plen) + GPU_RE_SHIM_HDR_LEN
+                    + r->body_len > cap) {
+        if (a->start && i == a->first) {
+            return device_raw(e, plen);         /* The START is lost. */
+        }
+        encode_done(e, GPU_RE_RAW, plen, 0);
+        return GPU_RE_RAW;
+    }
+    h.version = GPU_RE_SHIM_VERSION;
+    h.next_proto = 0;
+    h.l4_len = 0;
+    h.flags = a->start && i == a->first ? GPU_RE_SHIM_F_START : 0;
+    h.epoch = b->enc_epoch;
+    h.orig_len = plen;
+    h.pos = (uint32_t) (a->base + (b->offsets[i] - b->offsets[a->first]));
+    h.check = b->payload_hashes[i].hi >> 32;
+    shim_write(hdr, &h);
+    frame_put_shim(f, len, &k, plen, hdr,
+                   b->enc_bodies + gpu_re_enc_body_slot(b->offsets, i),
+                   r->body_len);
+    e->stats.hits += r->hits;
+    e->stats.hit_bytes += r->hit_bytes;
+    e->stats.cache_fill = cache_fill(&e->cache);
+    e->shims_in_epoch++;
+    /* resync_packets is applied at the next submission. */
+    e->stats.packets++;
+    e->stats.bytes_in += plen;
+    e->stats.shims++;
+    e->stats.bytes_out += GPU_RE_SHIM_HDR_LEN + r->body_len;
     return GPU_RE_SHIM;
 }
 
@@ -1566,6 +1794,9 @@ gpu_re_encode_packet_chunks(struct gpu_re_encoder *e, uint8_t *f,
     }
     if (chunks && !chunks_tile(chunks, plen)) {
         return GPU_ERR_INVALID;
+    }
+    if (e->dev) {
+        return device_raw(e, plen);
     }
     return encode_frame(e, f, len, cap, &k, plen, chunks);
 }
@@ -1625,9 +1856,9 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
             return GPU_ERR_NOMEM;
         }
         /* The chunker hashes the chunks too: that and the table's
-         * cache misses were most of the encoder's time. */
-        error = gpu_re_batch_create_flags(e->chunker, bp, bb,
-                                          GPU_RE_BATCH_HASHES, &e->batch);
+         * cache misses were most of the encoder's time (on the device,
+         * it encodes them as well). */
+        error = gpu_re_encoder_batch_create(e, bp, bb, &e->batch);
         if (error) {
             return error;
         }
@@ -1639,9 +1870,11 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
      * frame's batch index meanwhile (-1: not eligible). */
     struct pkt *ks = malloc(n * sizeof *ks);
     int *idx = malloc(n * sizeof *idx);
-    if (n && (!ks || !idx)) {
+    uint32_t *rooms = malloc(n * sizeof *rooms);
+    if (n && (!ks || !idx || !rooms)) {
         free(ks);
         free(idx);
+        free(rooms);
         return GPU_ERR_NOMEM;
     }
     e->boffsets[0] = 0;
@@ -1653,13 +1886,16 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
             memcpy(e->bdata + e->boffsets[np],
                    frames[i] + ks[i].l4 + ks[i].l4_len, plen);
             e->boffsets[np + 1] = e->boffsets[np] + plen;
+            rooms[np] = plen + (caps[i] - lens[i]);
             idx[i] = np++;
         }
     }
-    error = gpu_re_batch_submit(e->batch, NULL, e->bdata, e->boffsets, np);
+    error = gpu_re_encoder_submit(e, e->batch, e->bdata, e->boffsets,
+                                  rooms, np);
     if (!error) {
         error = gpu_re_batch_wait(e->batch);
     }
+    free(rooms);
     if (error) {
         free(ks);
         free(idx);
@@ -1669,6 +1905,10 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
         if (idx[i] < 0) {
             e->stats.passed++;
             results[i] = GPU_RE_PASS;
+        } else if (e->dev) {
+            results[i] = gpu_re_encode_packet_result(e, e->batch, idx[i],
+                                                     frames[i], &lens[i],
+                                                     caps[i]);
         } else {
             struct gpu_re_chunks chunks;
             size_t j = idx[i];

@@ -173,4 +173,6 @@ const struct gpu_re_provider gpu_re_cpu_provider = {
     cpu_submit,
     cpu_wait,
     cpu_wait,                   /* Chunked at submit: always done. */
+    NULL,                       /* The host's encoder encodes. */
+    NULL,
 };

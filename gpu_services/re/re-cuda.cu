@@ -66,6 +66,17 @@ struct graph_args {
     uint32_t n_slots;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
     uint32_t pad[2];
+    struct gpu_re_enc_args enc; /* GPU_RE_BATCH_ENCODE. */
+};
+
+/* An encoder's state on the device (re-private.h). */
+struct cuda_enc {
+    struct gpu_re_enc_dev kd;
+    /* The encoder's last submission, which the next one waits for: the
+     * ring and the table are one stream of payloads, whichever thread's
+     * stream submits them. */
+    cudaEvent_t last;
+    bool have_last;
 };
 
 struct cuda_batch {
@@ -78,6 +89,8 @@ struct cuda_batch {
     uint64_t *d_fps;
     struct gpu_re_hash *d_hashes;          /* GPU_RE_BATCH_HASHES. */
     struct gpu_re_hash *d_payload_hashes;
+    struct gpu_re_enc_result *d_enc_results;   /* GPU_RE_BATCH_ENCODE. */
+    uint8_t *d_enc_bodies;
     cudaStream_t copy;
     cudaEvent_t copied;
     cudaEvent_t done;
@@ -170,6 +183,16 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     cudaFree(x->d_fps);
     cudaFree(x->d_hashes);
     cudaFree(x->d_payload_hashes);
+    cudaFree(x->d_enc_results);
+    cudaFree(x->d_enc_bodies);
+    if (b->enc_results) {
+        cudaFreeHost(b->enc_results);
+    }
+    if (b->enc_bodies) {
+        cudaFreeHost(b->enc_bodies);
+    }
+    b->enc_results = NULL;
+    b->enc_bodies = NULL;
     if (b->ends) {
         cudaFreeHost(b->ends);
     }
@@ -259,6 +282,17 @@ cuda_batch_init(struct gpu_re_batch *b)
         error = alloc_result((void **) &x->d_payload_hashes,
                              (void **) &b->payload_hashes,
                              np * sizeof *b->payload_hashes);
+    }
+    /* Encoding: each payload's result and shim body. */
+    if (!error && b->enc_dev) {
+        error = alloc_result((void **) &x->d_enc_results,
+                             (void **) &b->enc_results,
+                             np * sizeof *b->enc_results);
+    }
+    if (!error && b->enc_dev) {
+        error = alloc_result((void **) &x->d_enc_bodies,
+                             (void **) &b->enc_bodies,
+                             b->max_bytes + GPU_RE_ENC_SLACK * np);
     }
     if (!error) {
         error = CK(cudaStreamCreateWithFlags(&x->copy,
@@ -510,7 +544,7 @@ graph_push_kernel(const struct graph_args *a,
     uint32_t stride = gridDim.x * blockDim.x;
     uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
 
-    for (uint32_t i = first; i < a->n_slots; i += stride) {
+    for (uint32_t i = first; h_ends && i < a->n_slots; i += stride) {
         h_ends[i] = ends[i];
         if (h_fps) {
             h_fps[i] = fps[i];
@@ -522,6 +556,45 @@ graph_push_kernel(const struct graph_args *a,
     for (uint32_t i = first; h_payload_hashes && i < a->n; i += stride) {
         h_payload_hashes[i] = payload_hashes[i];
     }
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_enc_append_kernel(struct gpu_re_enc_dev kd,
+                        const uint8_t *__restrict__ data,
+                        const struct graph_args *a)
+{
+    enc_append_body(kd, data, args_offsets(a), a->n, &a->enc);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_enc_insert_kernel(struct gpu_re_enc_dev kd, const struct graph_args *a,
+                        const uint16_t *__restrict__ ends,
+                        const struct gpu_re_hash *__restrict__ hashes)
+{
+    enc_insert_body(kd, args_offsets(a), a->n, ends, hashes, &a->enc);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_enc_shim_kernel(struct gpu_re_enc_dev kd,
+                      const uint8_t *__restrict__ data,
+                      const struct graph_args *a,
+                      const uint16_t *__restrict__ ends,
+                      const struct gpu_re_hash *__restrict__ hashes,
+                      uint8_t *__restrict__ bodies,
+                      struct gpu_re_enc_result *__restrict__ results)
+{
+    enc_shim_body(kd, data, args_offsets(a), a->n, ends, hashes, &a->enc,
+                  bodies, results);
+}
+
+__global__ void __launch_bounds__(THREADS)
+graph_enc_push_kernel(const struct graph_args *a,
+                      const struct gpu_re_enc_result *__restrict__ results,
+                      const uint8_t *__restrict__ bodies,
+                      struct gpu_re_enc_result *h_results, uint8_t *h_bodies)
+{
+    enc_push_body(args_offsets(a), a->n, results, bodies, h_results,
+                  h_bodies);
 }
 
 /* The device address of pinned host buffer 'p' (NULL for NULL). */
@@ -620,10 +693,37 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
             x->d_hashes, x->d_payload_hashes);
     }
 
-    uint16_t *h_ends = mapped(b->ends, &error);
+    /* Encoding: the host needs only each payload's result, its shim's
+     * body and the payload's hash (the shim's check), not the cuts. */
+    bool enc = b->enc_dev != NULL;
+
+    if (enc) {
+        struct gpu_re_enc_dev kd = ((struct cuda_enc *) b->enc_dev)->kd;
+        struct gpu_re_enc_result *h_results = mapped(b->enc_results,
+                                                     &error);
+        uint8_t *h_bodies = mapped(b->enc_bodies, &error);
+        uint32_t agrid = (b->max_bytes + THREADS - 1) / THREADS;
+        uint32_t wgrid = (np * 32 + THREADS - 1) / THREADS;
+
+        graph_enc_append_kernel<<<agrid < 264 ? agrid : 264, THREADS, 0,
+                                  cs>>>(kd, x->d_data, a);
+        graph_enc_insert_kernel<<<grid, THREADS, 0, cs>>>(kd, a, x->d_ends,
+                                                          x->d_hashes);
+        graph_enc_shim_kernel<<<grid, THREADS, 0, cs>>>(
+            kd, x->d_data, a, x->d_ends, x->d_hashes, x->d_enc_bodies,
+            x->d_enc_results);
+        if (!error) {
+            graph_enc_push_kernel<<<wgrid < 264 ? wgrid : 264, THREADS, 0,
+                                    cs>>>(a, x->d_enc_results,
+                                          x->d_enc_bodies, h_results,
+                                          h_bodies);
+        }
+    }
+
+    uint16_t *h_ends = mapped(enc ? NULL : b->ends, &error);
     uint64_t *h_fps = mapped(b->want_fps ? b->fps : NULL, &error);
     struct gpu_re_hash *h_hashes
-        = mapped(b->want_hashes ? b->hashes : NULL, &error);
+        = mapped(b->want_hashes && !enc ? b->hashes : NULL, &error);
     struct gpu_re_hash *h_payload_hashes
         = mapped(b->want_hashes ? b->payload_hashes : NULL, &error);
     uint32_t most = b->max_slots > np ? b->max_slots : np;
@@ -686,6 +786,7 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->span = b->max_len > b->min_len ? b->max_len - b->min_len : 1;
         a->n_slots = gpu_re_n_slots(b->n_bytes, n,
                                     b->c->cfg.params.min_chunk);
+        a->enc = b->enc_args;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
         size += (n + 1) * sizeof *b->offsets;
     }
@@ -713,7 +814,8 @@ graph_usable(struct gpu_re_batch *b, struct cuda_batch *x, bool again)
     if (again) {
         return x->graph_inputs;
     }
-    return (!b->c->cfg.kernel_by_kernel && !x->graph.broken
+    /* An encoding batch has no kernel-by-kernel path. */
+    return ((!b->c->cfg.kernel_by_kernel || b->enc_dev) && !x->graph.broken
             && (x->graph.exec || !graph_build(b, x)));
 }
 
@@ -730,6 +832,9 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
         return graph_launch(b, x, s, again);
     }
     x->graph_inputs = false;
+    if (b->enc_dev) {
+        return GPU_ERR_DEVICE;
+    }
     if (!again) {
         /* Metadata first: the sort needs only the offsets and runs
          * while the payload is still on its way. */
@@ -776,6 +881,30 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
     return error;
 }
 
+/* Before an encoding batch's launch on 's': the encoder's last
+ * submission done (on whichever stream), the table emptied if the
+ * encoder started a new epoch. */
+static int
+enc_before(struct gpu_re_batch *b, cudaStream_t s)
+{
+    struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
+    int error = GPU_OK;
+
+    if (!ce) {
+        return GPU_OK;
+    }
+    if (ce->have_last) {
+        error = CK(cudaStreamWaitEvent(s, ce->last, 0));
+    }
+    if (!error && b->enc_clear) {
+        error = CK(cudaMemsetAsync(ce->kd.table, 0,
+                                   (ce->kd.mask + 1) * GPU_RE_ENC_WAYS
+                                   * sizeof *ce->kd.table, s));
+        b->enc_clear = error != GPU_OK;
+    }
+    return error;
+}
+
 static int
 cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
 {
@@ -786,7 +915,17 @@ cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
 
     cudaSetDevice(cc(b->c)->device);
     x->fallback = false;
-    error = launch(b, s, again);
+    b->enc_failed = false;
+    error = enc_before(b, s);
+    if (!error) {
+        error = launch(b, s, again);
+    }
+    if (!error && b->enc_dev) {
+        struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
+
+        error = CK(cudaEventRecord(ce->last, s));
+        ce->have_last = !error;
+    }
     if (error) {
         if (again) {
             return error;
@@ -808,6 +947,9 @@ cuda_complete(struct gpu_re_batch *b, int error)
     struct cuda_batch *x = cb(b);
 
     if (x->fallback || error) {
+        /* The encoder's state on the device is not to be trusted: the
+         * host sends the batch raw and starts a new epoch. */
+        b->enc_failed = b->enc_dev != NULL;
         __atomic_fetch_add(&b->c->n_fallbacks, 1, __ATOMIC_RELAXED);
         gpu_re_cpu_chunk_batch(b);
         x->fallback = false;
@@ -847,6 +989,60 @@ cuda_poll(struct gpu_re_batch *b)
     return cuda_complete(b, x->fallback ? GPU_OK : CK(e));
 }
 
+static void
+cuda_enc_uninit(struct gpu_re_chunker *c, void *dev)
+{
+    struct cuda_enc *ce = (struct cuda_enc *) dev;
+
+    if (ce) {
+        cudaSetDevice(cc(c)->device);
+        if (ce->have_last) {
+            cudaEventSynchronize(ce->last);
+        }
+        if (ce->last) {
+            cudaEventDestroy(ce->last);
+        }
+        cudaFree(ce->kd.ring);
+        cudaFree(ce->kd.table);
+        free(ce);
+    }
+}
+
+static int
+cuda_enc_init(struct gpu_re_chunker *c, uint64_t cache_size,
+              uint64_t n_buckets, uint32_t min_ref, void **devp)
+{
+    struct cuda_enc *ce = (struct cuda_enc *) calloc(1, sizeof *ce);
+    size_t table_size = n_buckets * GPU_RE_ENC_WAYS * sizeof *ce->kd.table;
+    int error;
+
+    if (!ce) {
+        return GPU_ERR_NOMEM;
+    }
+    cudaSetDevice(cc(c)->device);
+    ce->kd.size = cache_size;
+    ce->kd.mask = n_buckets - 1;
+    ce->kd.min_chunk = c->cfg.params.min_chunk;
+    ce->kd.min_ref = min_ref;
+    error = CK(cudaMalloc((void **) &ce->kd.ring, cache_size));
+    if (!error) {
+        error = CK(cudaMalloc((void **) &ce->kd.table, table_size));
+    }
+    if (!error) {
+        error = CK(cudaMemset(ce->kd.table, 0, table_size));
+    }
+    if (!error) {
+        error = CK(cudaEventCreateWithFlags(&ce->last,
+                                            cudaEventDisableTiming));
+    }
+    if (error) {
+        cuda_enc_uninit(c, ce);
+        return error;
+    }
+    *devp = ce;
+    return GPU_OK;
+}
+
 extern "C" {
 const struct gpu_re_provider gpu_re_cuda_provider = {
     "cuda",
@@ -858,5 +1054,7 @@ const struct gpu_re_provider gpu_re_cuda_provider = {
     cuda_submit,
     cuda_wait,
     cuda_poll,
+    cuda_enc_init,
+    cuda_enc_uninit,
 };
 }

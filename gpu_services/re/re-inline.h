@@ -268,4 +268,19 @@ gpu_re_hash_packet(const uint8_t *p, uint32_t len, const uint16_t *ends,
     *payload_hash = gpu_re_murmur128(p, len);
 }
 
+/* Appends LEB128 'v' at out[*n] if it fits before 'limit' (the shim's
+ * varints, written by the host encoder and by the device's). */
+GPU_RE_HD bool
+gpu_re_put_varint(uint8_t *out, size_t *n, size_t limit, uint32_t v)
+{
+    do {
+        if (*n >= limit) {
+            return false;
+        }
+        out[(*n)++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return true;
+}
+
 #endif /* re-inline.h */

@@ -495,4 +495,315 @@ hash_kernel(const uint8_t *__restrict__ data,
               payload_hashes);
 }
 
+/* ---- The encoder on the device (re-private.h): append, insert, encode.
+ * Each returns past the work that the submission's 'a' gives it, so a
+ * graph built for the batch's capacity serves every submission. ---- */
+
+/* Copies payloads a->first .. n - 1 into the ring at their stream
+ * positions; of a batch longer than the ring, only the bytes that stay
+ * (two bytes for one place would race). */
+__device__ __forceinline__ void
+enc_append_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
+                const uint32_t *__restrict__ offsets, uint32_t n,
+                const struct gpu_re_enc_args *a)
+{
+    if (a->first >= n) {
+        return;
+    }
+    uint64_t from = offsets[a->first] - offsets[0];
+    uint64_t total = offsets[n] - offsets[a->first];
+    uint64_t skip = total > kd.size ? total - kd.size : 0;
+    uint64_t stride = (uint64_t) gridDim.x * blockDim.x;
+
+    for (uint64_t k = skip + blockIdx.x * blockDim.x + threadIdx.x;
+         k < total; k += stride) {
+        kd.ring[(a->base + k) % kd.size] = data[from + k];
+    }
+}
+
+__device__ __forceinline__ unsigned long long *
+enc_bucket(struct gpu_re_enc_dev kd, const struct gpu_re_hash *h)
+{
+    return kd.table + (h->lo & kd.mask) * GPU_RE_ENC_WAYS;
+}
+
+__device__ __forceinline__ uint64_t
+enc_tag(const struct gpu_re_hash *h)
+{
+    return h->hi >> GPU_RE_ENC_POS_BITS;
+}
+
+/* Enters the chunk with hash 'h' at stream position 'pos': keeps the
+ * oldest copy of a chunk still in the ring (entries before 'low' are
+ * free), else takes a free entry or the oldest.  A lost race costs an
+ * entry, never a wrong reference. */
+__device__ __forceinline__ void
+enc_table_insert(struct gpu_re_enc_dev kd, const struct gpu_re_hash *h,
+                 uint64_t pos, uint64_t low)
+{
+    unsigned long long *b = enc_bucket(kd, h);
+    uint64_t tag = enc_tag(h);
+    unsigned long long word = (tag << GPU_RE_ENC_POS_BITS)
+                              | (pos & GPU_RE_ENC_POS_MASK);
+
+    for (int attempt = 0; attempt < 4; attempt++) {
+        unsigned long long victim_word = 0;
+        uint64_t victim_age = UINT64_MAX;
+        int victim = 0;
+
+        for (int k = 0; k < GPU_RE_ENC_WAYS; k++) {
+            unsigned long long w = ((volatile unsigned long long *) b)[k];
+            uint64_t wpos = w & GPU_RE_ENC_POS_MASK;
+            bool live = w && wpos >= low;
+
+            if (live && (w >> GPU_RE_ENC_POS_BITS) == tag) {
+                atomicMin(&b[k], word);
+                return;
+            }
+            if ((live ? wpos + 1 : 0) < victim_age) {
+                victim_age = live ? wpos + 1 : 0;
+                victim = k;
+                victim_word = w;
+            }
+        }
+        if (atomicCAS(&b[victim], victim_word, word) == victim_word) {
+            return;
+        }
+    }
+}
+
+/* Enters the chunks of at least min_ref bytes of payloads a->first ..
+ * n - 1, one thread a payload. */
+__device__ __forceinline__ void
+enc_insert_body(struct gpu_re_enc_dev kd,
+                const uint32_t *__restrict__ offsets, uint32_t n,
+                const uint16_t *__restrict__ ends,
+                const struct gpu_re_hash *__restrict__ hashes,
+                const struct gpu_re_enc_args *a)
+{
+    uint32_t p = a->first + blockIdx.x * blockDim.x + threadIdx.x;
+
+    if (p >= n) {
+        return;
+    }
+    uint32_t len = offsets[p + 1] - offsets[p];
+    size_t slot = (offsets[p] - offsets[0]) / kd.min_chunk + p;
+    uint64_t pos = a->base + (offsets[p] - offsets[a->first]);
+
+    for (uint32_t i = 0, s = 0; s < len; s = ends[slot + i++]) {
+        if (ends[slot + i] - s >= kd.min_ref) {
+            enc_table_insert(kd, &hashes[slot + i], pos + s, a->low);
+        }
+    }
+}
+
+__device__ __forceinline__ uint64_t
+enc_ring_index(struct gpu_re_enc_dev kd, uint64_t q)
+{
+    return q % kd.size;
+}
+
+/* How many of the 'max' bytes at 'p' equal the ring's from position 'q'
+ * on. */
+__device__ __forceinline__ uint32_t
+enc_match_fwd(struct gpu_re_enc_dev kd, uint64_t q, const uint8_t *p,
+              uint32_t max)
+{
+    uint64_t i = enc_ring_index(kd, q);
+    uint32_t k;
+
+    for (k = 0; k < max && kd.ring[i] == p[k]; k++) {
+        i = i + 1 == kd.size ? 0 : i + 1;
+    }
+    return k;
+}
+
+/* How many of the 'max' bytes before 'p' equal the ring's before
+ * position 'q'. */
+__device__ __forceinline__ uint32_t
+enc_match_back(struct gpu_re_enc_dev kd, uint64_t q, const uint8_t *p,
+               uint32_t max)
+{
+    uint64_t i = enc_ring_index(kd, q);
+    uint32_t k;
+
+    for (k = 0; k < max; k++) {
+        i = i ? i - 1 : kd.size - 1;
+        if (kd.ring[i] != p[-1 - (int64_t) k]) {
+            break;
+        }
+    }
+    return k;
+}
+
+/* The oldest cached copy of the 'len'-byte chunk at 'p' with hash 'h'
+ * that lies wholly before 'before' and from 'low' on, compared byte for
+ * byte. */
+__device__ __forceinline__ bool
+enc_table_find(struct gpu_re_enc_dev kd, const struct gpu_re_hash *h,
+               const uint8_t *p, uint32_t len, uint64_t low,
+               uint64_t before, uint64_t *q)
+{
+    const unsigned long long *b = enc_bucket(kd, h);
+    uint64_t tag = enc_tag(h);
+
+    for (int k = 0; k < GPU_RE_ENC_WAYS; k++) {
+        unsigned long long w = b[k];
+        uint64_t wpos = w & GPU_RE_ENC_POS_MASK;
+
+        if (w && (w >> GPU_RE_ENC_POS_BITS) == tag && wpos >= low
+            && wpos + len <= before
+            && enc_match_fwd(kd, wpos, p, len) == len) {
+            *q = wpos;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Appends a literal of payload bytes [from, to) to the body. */
+__device__ __forceinline__ bool
+enc_emit_literal(uint8_t *out, size_t *n, size_t limit, const uint8_t *p,
+                 uint32_t from, uint32_t to)
+{
+    if (to <= from) {
+        return true;
+    }
+    if (*n >= limit) {
+        return false;
+    }
+    out[(*n)++] = 0;
+    if (!gpu_re_put_varint(out, n, limit, to - from)
+        || limit - *n < to - from) {
+        return false;
+    }
+    for (uint32_t k = from; k < to; k++) {
+        out[(*n)++] = p[k];
+    }
+    return true;
+}
+
+/* Encodes payload p (one thread each) as the host's encoder does: each
+ * chunk of at least min_ref bytes that a match has not covered yet is
+ * looked up, and a copy found in earlier bytes is extended both ways
+ * and becomes a reference; the rest are literals.  A body that does not
+ * make the shim shorter than the payload (or, for the epoch's START,
+ * fit its room) leaves the payload raw. */
+__device__ __forceinline__ void
+enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
+              const uint32_t *__restrict__ offsets, uint32_t n,
+              const uint16_t *__restrict__ ends,
+              const struct gpu_re_hash *__restrict__ hashes,
+              const struct gpu_re_enc_args *a,
+              uint8_t *__restrict__ bodies,
+              struct gpu_re_enc_result *__restrict__ results)
+{
+    uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+
+    if (p >= n) {
+        return;
+    }
+    struct gpu_re_enc_result r = { 0, 0, 0, 0, 0 };
+    uint32_t start = offsets[p] - offsets[0];
+    uint32_t len = offsets[p + 1] - offsets[p];
+    bool is_start = a->start && p == a->first;
+    size_t body_limit;
+
+    if (p < a->first) {
+        results[p] = r;
+        return;
+    }
+    if (is_start) {
+        body_limit = a->start_room;
+    } else if (len > GPU_RE_SHIM_HDR_LEN + 1) {
+        body_limit = len - 1 - GPU_RE_SHIM_HDR_LEN;
+    } else {
+        results[p] = r;         /* No shim could be shorter. */
+        return;
+    }
+
+    const uint8_t *pay = data + start;
+    uint8_t *out = bodies + start + (size_t) GPU_RE_ENC_SLACK * p;
+    uint64_t pos = a->base + (offsets[p] - offsets[a->first]);
+    size_t slot = start / kd.min_chunk + p;
+    size_t nb = 0;
+    uint32_t cover = 0, hits = 0, hit_bytes = 0;
+    bool ok = true;
+
+    for (uint32_t i = 0, s = 0; ok && !is_start && s < len;
+         s = ends[slot + i++]) {
+        uint32_t e = ends[slot + i];
+        uint64_t q;
+
+        if (e - s < kd.min_ref || s < cover
+            || !enc_table_find(kd, &hashes[slot + i], pay + s, e - s,
+                               a->low, pos, &q)) {
+            continue;
+        }
+
+        /* Extend the match both ways as far as the ring agrees: chunks
+         * are cut per payload, so its first and last rarely match
+         * whole. */
+        uint64_t back = q - a->low;
+        uint32_t k = enc_match_back(kd, q, pay + s,
+                                    s - cover < back ? s - cover
+                                    : (uint32_t) back);
+        uint32_t b = s - k, f = e;
+        uint64_t r0 = q - k, t = q + (e - s);
+        uint64_t ahead = pos - t;
+
+        k = enc_match_fwd(kd, t, pay + f,
+                          len - f < ahead ? len - f : (uint32_t) ahead);
+        f += k;
+        ok = enc_emit_literal(out, &nb, body_limit, pay, cover, b);
+        if (ok && nb < body_limit) {
+            out[nb++] = 1;
+            ok = (gpu_re_put_varint(out, &nb, body_limit,
+                                    (uint32_t) (pos - r0))
+                  && gpu_re_put_varint(out, &nb, body_limit, f - b));
+        } else {
+            ok = false;
+        }
+        hits++;
+        hit_bytes += f - b;
+        cover = f;
+    }
+    if (ok) {
+        ok = enc_emit_literal(out, &nb, body_limit, pay, cover, len);
+    }
+    if (ok) {
+        r.body_len = nb;
+        r.shim = 1;
+        r.hits = hits;
+        r.hit_bytes = hit_bytes;
+    }
+    results[p] = r;
+}
+
+/* Copies the results of payloads 0 .. n - 1 and their bodies into the
+ * host's mapped buffers, a warp a payload. */
+__device__ __forceinline__ void
+enc_push_body(const uint32_t *__restrict__ offsets, uint32_t n,
+              const struct gpu_re_enc_result *__restrict__ results,
+              const uint8_t *__restrict__ bodies,
+              struct gpu_re_enc_result *h_results, uint8_t *h_bodies)
+{
+    uint32_t lane = threadIdx.x % 32;
+    uint32_t warps = gridDim.x * blockDim.x / 32;
+
+    for (uint32_t p = (blockIdx.x * blockDim.x + threadIdx.x) / 32; p < n;
+         p += warps) {
+        struct gpu_re_enc_result r = results[p];
+        size_t slot = (offsets[p] - offsets[0])
+                      + (size_t) GPU_RE_ENC_SLACK * p;
+
+        if (!lane) {
+            h_results[p] = r;
+        }
+        for (uint32_t k = lane; r.shim && k < r.body_len; k += 32) {
+            h_bodies[slot + k] = bodies[slot + k];
+        }
+    }
+}
+
 #endif /* re-kernels.cuh */

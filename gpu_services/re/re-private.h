@@ -35,6 +35,70 @@
 extern "C" {
 #endif
 
+/* ---- The encoder on the device (GPU_RE_BATCH_ENCODE batches). ----
+ *
+ * The encoder's byte cache (a ring of 'size' bytes, addressed by stream
+ * position) and its chunk table live in device memory; a batch's graph
+ * chunks and hashes its payloads, appends them to the ring, inserts
+ * their chunks in the table, then encodes every payload at once, each
+ * thread one payload: its chunks looked up in the table as it stands
+ * after the batch's insertions, verified byte for byte against the ring,
+ * extended both ways, and written as the shim's body.  The host keeps
+ * the stream position and the epoch and writes each shim's header.
+ *
+ * A table entry is one 64-bit word, the chunk hash's top 24 bits over a
+ * 40-bit stream position (0: empty), GPU_RE_ENC_WAYS to a bucket (one
+ * 64-byte line) picked by the hash's low bits.  Same-tag entries keep the
+ * oldest position (atomicMin of the whole word: the tag is equal), as
+ * the host's table keeps the oldest copy still cached; an entry older
+ * than the ring's oldest byte is free.  A tag collision costs a miss,
+ * never a wrong reference: every reference is compared byte for byte. */
+#define GPU_RE_ENC_WAYS 8
+#define GPU_RE_ENC_POS_BITS 40
+#define GPU_RE_ENC_POS_MASK ((UINT64_C(1) << GPU_RE_ENC_POS_BITS) - 1)
+
+/* What the kernels need of an encoder's device state (by value). */
+struct gpu_re_enc_dev {
+    uint8_t *ring;
+    uint64_t size;              /* Ring bytes: the cache size. */
+    unsigned long long *table;  /* (mask + 1) * GPU_RE_ENC_WAYS words. */
+    uint64_t mask;
+    uint32_t min_ref;
+    uint32_t min_chunk;
+};
+
+/* One submission's encoding arguments. */
+struct gpu_re_enc_args {
+    uint64_t base;              /* Stream position of payload 'first'. */
+    uint64_t low;               /* The ring's oldest byte after the batch:
+                                 * references and entries start there. */
+    uint32_t first;             /* Payloads before it go raw, uncached
+                                 * (no START shim fitted them). */
+    uint32_t start;             /* 1: payload 'first' starts the epoch
+                                 * (all literal, the START flag). */
+    uint32_t start_room;        /* Room for that START shim's body. */
+    uint32_t pad;
+};
+
+/* One payload's result: a shim's body at
+ * bodies[(offsets[i] - offsets[0]) + GPU_RE_ENC_SLACK * i], or raw. */
+struct gpu_re_enc_result {
+    uint32_t body_len;
+    uint16_t shim;              /* 1: a shim, else the payload goes raw. */
+    uint16_t hits;              /* References in it. */
+    uint32_t hit_bytes;
+    uint32_t pad;
+};
+
+/* A body is at most the payload plus a literal's tag and length. */
+#define GPU_RE_ENC_SLACK 8
+
+static inline size_t
+gpu_re_enc_body_slot(const uint32_t *offsets, size_t i)
+{
+    return (offsets[i] - offsets[0]) + GPU_RE_ENC_SLACK * i;
+}
+
 struct gpu_re_provider {
     const char *name;
     enum gpu_re_backend type;
@@ -49,6 +113,12 @@ struct gpu_re_provider {
     int (*wait)(struct gpu_re_batch *);
     /* 'wait' if the submission is done, else GPU_ERR_BUSY at once. */
     int (*poll)(struct gpu_re_batch *);
+
+    /* The encoder's device state ('*devp', opaque), or NULL if this
+     * backend cannot encode (the CPU's: the host encoder does). */
+    int (*enc_init)(struct gpu_re_chunker *, uint64_t cache_size,
+                    uint64_t n_buckets, uint32_t min_ref, void **devp);
+    void (*enc_uninit)(struct gpu_re_chunker *, void *dev);
 };
 
 struct gpu_re_chunker {
@@ -83,7 +153,26 @@ struct gpu_re_batch {
     uint64_t *fps;
     struct gpu_re_hash *hashes;         /* By slot, as 'ends'. */
     struct gpu_re_hash *payload_hashes; /* By packet. */
+
+    /* GPU_RE_BATCH_ENCODE: the encoder's device state this batch encodes
+     * with, the submission's arguments, and its results (pinned). */
+    void *enc_dev;
+    struct gpu_re_enc_args enc_args;
+    bool enc_clear;             /* Empty the device's table first. */
+    bool enc_failed;            /* The device did not encode it. */
+    uint16_t enc_epoch;         /* The encoder's epoch at submission. */
+    struct gpu_re_enc_result *enc_results;
+    uint8_t *enc_bodies;
+    /* An encoder on the host: gpu_re_encoder_prefetch_batch()'s 'ahead'
+     * for gpu_re_encode_packet_result(). */
+    size_t enc_ahead;
 };
+
+/* gpu_re_batch_create_flags() for an encoder on the device ('enc_dev',
+ * from the provider's enc_init). */
+int gpu_re_batch_create_enc(struct gpu_re_chunker *, size_t max_packets,
+                            size_t max_bytes, unsigned int flags,
+                            void *enc_dev, struct gpu_re_batch **);
 
 /* Chunks the batch's current input on the CPU into its results.  The
  * CPU backend, and the CUDA backend's fallback. */

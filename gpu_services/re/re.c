@@ -222,6 +222,15 @@ gpu_re_batch_create_flags(struct gpu_re_chunker *c, size_t max_packets,
                           size_t max_bytes, unsigned int flags,
                           struct gpu_re_batch **bp)
 {
+    return gpu_re_batch_create_enc(c, max_packets, max_bytes, flags, NULL,
+                                   bp);
+}
+
+int
+gpu_re_batch_create_enc(struct gpu_re_chunker *c, size_t max_packets,
+                        size_t max_bytes, unsigned int flags, void *enc_dev,
+                        struct gpu_re_batch **bp)
+{
     struct gpu_re_batch *b;
     int error;
 
@@ -243,6 +252,7 @@ gpu_re_batch_create_flags(struct gpu_re_chunker *c, size_t max_packets,
                                   c->cfg.params.min_chunk);
     b->want_fps = flags & GPU_RE_BATCH_FPS;
     b->want_hashes = flags & GPU_RE_BATCH_HASHES;
+    b->enc_dev = enc_dev;
     error = c->prov->batch_init(b);
     if (error) {
         free(b);
