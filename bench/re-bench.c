@@ -579,23 +579,33 @@ frame_build(uint8_t *f, const uint8_t *p, size_t len, uint32_t seq)
  * chunks (its time not counted); 'e' and 'd' are fresh. */
 static void
 packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
-             const uint8_t *tdata, const uint32_t *toffs, size_t np)
+             const uint8_t *tdata, const uint32_t *toffs, size_t np,
+             bool on_device, size_t B)
 {
-    const size_t B = 2048, stride = 2048, cap = 1522;
+    const size_t stride = 2048, cap = 1522;
     uint8_t *frames = malloc(B * stride), *orig = malloc(2048);
     size_t *lens = malloc(B * sizeof *lens);
+    uint32_t *rooms = malloc(B * sizeof *rooms);
+    struct gpu_re_config ecfg = *cfg;
     struct gpu_re_encoder *e;
     struct gpu_re_decoder *d;
     struct gpu_re_batch *b;
-    double enc_secs = 0, dec_secs = 0, t0;
-    uint64_t frame_bytes = 0, bad = 0, shims = 0;
+    double enc_secs = 0, dec_secs = 0, call_secs = 0, t0;
+    uint64_t frame_bytes = 0, bad = 0, shims = 0, calls = 0;
     struct gpu_re_stats es, ds;
 
-    if (gpu_re_batch_create_flags(chunker, B, B * 1460,
-                                  GPU_RE_BATCH_HASHES, &b)) {
+    ecfg.device_encode = on_device;
+    if (gpu_re_encoder_create(&ecfg, on_device ? chunker : NULL, &e)) {
+        printf("  packets: no encoder%s\n", on_device ? " on the device"
+                                                       : "");
         return;
     }
-    gpu_re_encoder_create(cfg, NULL, &e);
+    if (on_device ? gpu_re_encoder_batch_create(e, B, B * 1460, &b)
+        : gpu_re_batch_create_flags(chunker, B, B * 1460,
+                                    GPU_RE_BATCH_HASHES, &b)) {
+        gpu_re_encoder_destroy(e);
+        return;
+    }
     gpu_re_decoder_create(cfg, &d);
     for (size_t i = 0; i < np; i += B) {
         size_t n = np - i < B ? np - i : B, ahead = 0;
@@ -603,15 +613,31 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
         for (size_t j = 0; j < n; j++) {
             lens[j] = frame_build(frames + j * stride, tdata + toffs[i + j],
                                   toffs[i + j + 1] - toffs[i + j], i + j);
+            rooms[j] = toffs[i + j + 1] - toffs[i + j] + cap - lens[j];
             frame_bytes += lens[j];
         }
-        gpu_re_batch_submit(b, NULL, tdata, toffs + i, n);
+        t0 = now();
+        if (on_device) {
+            /* Chunking, hashing and encoding: one graph launch. */
+            gpu_re_encoder_submit(e, b, tdata, toffs + i, rooms, n);
+        } else {
+            gpu_re_batch_submit(b, NULL, tdata, toffs + i, n);
+        }
         gpu_re_batch_wait(b);
+        call_secs += now() - t0;
+        calls++;
 
         t0 = cpu_now();
         for (size_t j = 0; j < n; j++) {
             struct gpu_re_chunks chunks;
 
+            if (on_device) {
+                shims += gpu_re_encode_packet_result(e, b, j,
+                                                     frames + j * stride,
+                                                     &lens[j], cap)
+                         == GPU_RE_SHIM;
+                continue;
+            }
             ahead = gpu_re_encoder_prefetch_batch(e, b, j, ahead, n);
             gpu_re_batch_chunks(b, j, &chunks);
             shims += gpu_re_encode_packet_chunks(e, frames + j * stride,
@@ -645,8 +671,15 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
     gpu_re_encoder_get_stats(e, &es);
     gpu_re_decoder_get_stats(d, &ds);
     printf("  packets (Ethernet/IPv4/TCP, %zu frames, chunked ahead on %s "
-           "in batches of %zu, chunking not counted; thread CPU time):\n", np,
-           gpu_re_backend_name(gpu_re_chunker_backend(chunker)), B);
+           "in batches of %zu, chunking not counted; thread CPU time)%s:\n",
+           np, gpu_re_backend_name(gpu_re_chunker_backend(chunker)), B,
+           on_device ? ", ENCODED ON THE DEVICE (encoder=device): the host "
+           "writes each shim into its frame" : ", encoded on the host");
+    printf("    %s (submit to results, wall clock) %.1f us a batch of "
+           "%zu, %.2f Gbit/s of frames\n",
+           on_device ? "chunking, hashing and encoding call" : "chunking "
+           "and hashing call", call_secs * 1e6 / calls, B,
+           frame_bytes * 8.0 / call_secs / 1e9);
     printf("    encode %.0f ns/packet (%.2f Mpps, %.2f Gbit/s of frames); "
            "decode %.0f ns/packet (%.2f Mpps, %.2f Gbit/s); %" PRIu64
            " shims, saving %.1f%%; %" PRIu64 " undecodable, %" PRIu64
@@ -656,12 +689,13 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
            np / dec_secs / 1e6, frame_bytes * 8.0 / dec_secs / 1e9, shims,
            100.0 * (1 - (double) es.bytes_out / es.bytes_in),
            ds.undecodable, bad);
+    gpu_re_batch_destroy(b);
     gpu_re_encoder_destroy(e);
     gpu_re_decoder_destroy(d);
-    gpu_re_batch_destroy(b);
     free(frames);
     free(orig);
     free(lens);
+    free(rooms);
 }
 
 static void
@@ -901,7 +935,17 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
             gpu_re_batch_destroy(paths[k].b);
         }
         for (int pass = 0; made && pass < packet_passes; pass++) {
-            packet_bench(ch, &cfg, tdata, toffs, np);
+            /* The switch's gathers are up to 256 payloads; 2048 shows
+             * the encoder's own rate. */
+            static const size_t sizes[] = { 2048, 256 };
+
+            for (size_t k = 0; k < 2; k++) {
+                packet_bench(ch, &cfg, tdata, toffs, np, false, sizes[k]);
+                if (be) {
+                    packet_bench(ch, &cfg, tdata, toffs, np, true,
+                                 sizes[k]);
+                }
+            }
         }
         gpu_re_chunker_destroy(ch);
     }

@@ -414,6 +414,7 @@ struct re_gather {
     struct gpu_re_batch *batch;     /* On the peer's chunker. */
     uint8_t *data;                  /* RE_GATHER_BYTES, pinned. */
     uint32_t *offsets;              /* RE_GATHER_PACKETS + 1, pinned. */
+    uint32_t *rooms;                /* Each payload's room for its shim. */
     size_t n;                       /* Payloads. */
     size_t n_batches;               /* Held batches (some maybe without
                                      * eligible payloads). */
@@ -441,14 +442,13 @@ struct re_holder {
 static pthread_once_t holder_once = PTHREAD_ONCE_INIT;
 static pthread_key_t holder_key;
 
-/* Encodes held batch 'h' with the chunks of its payloads in 'batch', or,
- * if 'batch' is NULL, chunking them here on the CPU.  'ahead' is
- * gpu_re_encoder_prefetch_batch()'s, over the whole gather of
- * 'n_payloads'.  The caller holds the peer's mutex. */
+/* Encodes held batch 'h' with its payloads' results in 'batch' (the
+ * device's encoding, or the cuts and hashes for the host's encoder), or,
+ * if 'batch' is NULL (the call failed), chunking them here on the CPU.
+ * The caller holds the peer's mutex. */
 static void
 re_held_encode(struct re_peer *p, struct re_held *h,
-               const struct gpu_re_batch *batch, size_t n_payloads,
-               size_t *ahead)
+               struct gpu_re_batch *batch)
     OVS_REQUIRES(p->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
@@ -460,15 +460,14 @@ re_held_encode(struct re_peer *p, struct re_held *h,
 
     re_frames_prepare(packets->packets, n, true, frames, lens, caps);
     for (size_t i = 0; i < n; i++) {
-        struct gpu_re_chunks chunks;
         int result;
 
         if (batch && h->staged & (UINT32_C(1) << i)) {
-            *ahead = gpu_re_encoder_prefetch_batch(p->enc, batch, j, *ahead,
-                                                   n_payloads);
-            gpu_re_batch_chunks(batch, j++, &chunks);
-            result = gpu_re_encode_packet_chunks(p->enc, frames[i], &lens[i],
-                                                 caps[i], &chunks);
+            /* Encoded on the device, or on the host with the batch's
+             * cuts and hashes. */
+            result = gpu_re_encode_packet_result(p->enc, batch, j++,
+                                                 frames[i], &lens[i],
+                                                 caps[i]);
         } else {
             result = gpu_re_encode_packet(p->enc, frames[i], &lens[i],
                                           caps[i]);
@@ -495,7 +494,6 @@ re_gather_complete(void *g_, int status)
     struct re_gather *g = g_;
     struct re_peer *p = g->gt->p;
     struct re_held *h;
-    size_t ahead = 0;
 
     gpu_counter_add(&p->n_gathers, 1);
     if (status) {
@@ -510,7 +508,7 @@ re_gather_complete(void *g_, int status)
     ovs_mutex_lock(&p->mutex);
     LIST_FOR_EACH (h, held.node, &g->gt->holder->held) {
         if (h->g == g && !h->held.ready) {
-            re_held_encode(p, h, status ? NULL : g->batch, g->n, &ahead);
+            re_held_encode(p, h, status ? NULL : g->batch);
             h->held.ready = true;
         }
     }
@@ -531,8 +529,21 @@ static int
 re_gather_start(void *g_)
 {
     struct re_gather *g = g_;
+    struct re_peer *p = g->gt->p;
+    int status;
 
-    return gpu_re_batch_submit(g->batch, NULL, g->data, g->offsets, g->n);
+    if (!gpu_re_encoder_on_device(p->enc)) {
+        /* Only chunking and hashing: the encoder is not touched. */
+        return gpu_re_encoder_submit(p->enc, g->batch, g->data, g->offsets,
+                                     g->rooms, g->n);
+    }
+    /* The payloads' stream positions are given here, in the order the
+     * threads submit. */
+    ovs_mutex_lock(&p->mutex);
+    status = gpu_re_encoder_submit(p->enc, g->batch, g->data, g->offsets,
+                                   g->rooms, g->n);
+    ovs_mutex_unlock(&p->mutex);
+    return status;
 }
 
 static int
@@ -582,16 +593,17 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
 {
     struct dp_packet_batch *packets = &h->held.packets;
     size_t n = dp_packet_batch_size(packets);
+    uint8_t *frames[NETDEV_MAX_BURST];
+    size_t flens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
     int lens[NETDEV_MAX_BURST];
     size_t ofs[NETDEV_MAX_BURST];
     size_t n_payloads = 0, n_bytes = 0;
     struct re_gather *g;
 
+    /* The room each frame has for its shim, as it will be encoded. */
+    re_frames_prepare(packets->packets, n, true, frames, flens, caps);
     for (size_t i = 0; i < n; i++) {
-        struct dp_packet *packet = packets->packets[i];
-
-        lens[i] = gpu_re_packet_payload(dp_packet_data(packet),
-                                        dp_packet_size(packet), &ofs[i]);
+        lens[i] = gpu_re_packet_payload(frames[i], flens[i], &ofs[i]);
         if (lens[i] >= 0) {
             n_payloads++;
             n_bytes += lens[i];
@@ -614,10 +626,9 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
     h->staged = 0;
     for (size_t i = 0; i < n; i++) {
         if (lens[i] >= 0) {
-            memcpy(g->data + g->offsets[g->n],
-                   (const uint8_t *) dp_packet_data(packets->packets[i])
-                   + ofs[i], lens[i]);
+            memcpy(g->data + g->offsets[g->n], frames[i] + ofs[i], lens[i]);
             g->offsets[g->n + 1] = g->offsets[g->n] + lens[i];
+            g->rooms[g->n] = lens[i] + (caps[i] - flens[i]);
             g->n++;
             h->staged |= UINT32_C(1) << i;
         }
@@ -641,6 +652,7 @@ re_gatherer_free(struct re_gatherer *gt)
         gpu_re_batch_destroy(g->batch);
         gpu_host_free(g->data);
         gpu_host_free(g->offsets);
+        free(g->rooms);
     }
     free(gt);
 }
@@ -725,12 +737,13 @@ re_gatherer_get(struct re_peer *p)
         g->data = gpu_host_alloc(RE_GATHER_BYTES);
         g->offsets = gpu_host_alloc((RE_GATHER_PACKETS + 1)
                                     * sizeof *g->offsets);
+        g->rooms = xmalloc(RE_GATHER_PACKETS * sizeof *g->rooms);
         /* The chunker hashes the chunks too, as for a batch encoded at
-         * once (gpu_re_encode_packets()). */
+         * once (gpu_re_encode_packets()), and with encoder=device encodes
+         * them. */
         if (!g->data || !g->offsets
-            || gpu_re_batch_create_flags(p->chunker, RE_GATHER_PACKETS,
-                                         RE_GATHER_BYTES,
-                                         GPU_RE_BATCH_HASHES, &g->batch)) {
+            || gpu_re_encoder_batch_create(p->enc, RE_GATHER_PACKETS,
+                                           RE_GATHER_BYTES, &g->batch)) {
             re_gatherer_free(gt);
             return NULL;
         }
@@ -863,6 +876,10 @@ re_format_peer(struct ds *s, struct re_peer *p)
         atomic_read_relaxed(&p->n_gathers, &n_gathers);
         atomic_read_relaxed(&p->n_not_held, &n_not_held);
         ds_put_format(s, "  chunking: %s\n", gpu_re_chunker_why(p->chunker));
+        ds_put_format(s, "  encoding: %s\n",
+                      gpu_re_encoder_on_device(p->enc)
+                      ? "on the device (encoder=device)"
+                      : "on the host");
         ds_put_format(s, "  held: %"PRIu64" batches in %"PRIu64" gathers "
                       "(%.1f batches a gather), %"PRIu64" went the "
                       "synchronous way\n", n_held, n_gathers,

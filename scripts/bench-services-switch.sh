@@ -134,6 +134,10 @@
 # each scan's graph, the PMD (host, the default) or a scheduler kernel
 # on the device (device).
 #
+# BENCH_RE_ENCODER=host|device in the environment: re_encode's option
+# encoder= (USAGE.md): the encoder's table probes, match extension and
+# shim bodies on the host (the default) or on the device.
+#
 # BENCH_PERF=SECONDS in the environment: after each row's rate, the none
 # rows' included (plain forwarding, the comparison), a perf profile of
 # the row's PMD threads over SECONDS while the traffic still flows
@@ -233,6 +237,13 @@ while True:
 print('%.1f' % (t / n))" "$1"
 }
 
+# re_encoder: re_encode's encoder= option from BENCH_RE_ENCODER.
+re_encoder() {
+    if test -n "${BENCH_RE_ENCODER:-}"; then
+        echo ",encoder=$BENCH_RE_ENCODER"
+    fi
+}
+
 # actions SERVICE PORT: the OpenFlow actions of SERVICE's runs for the
 # flow from source port PORT (0, 1, ...).
 actions() {
@@ -240,11 +251,12 @@ actions() {
         none) echo "output:p1" ;;
         ids-alert) echo "gpu_ids(ruleset=bench,alert),output:p1" ;;
         ids-drop) echo "gpu_ids(ruleset=bench),output:p1" ;;
-        re) echo "re_encode(peer=b$2,cache=64M),re_decode(peer=a$2,\
-cache=64M),output:p1" ;;
+        re) echo "re_encode(peer=b$2,cache=64M$(re_encoder)),\
+re_decode(peer=a$2,cache=64M),output:p1" ;;
         fec) echo "fec_encode(k=10,m=4),fec_decode(${BENCH_FEC_DEC:-}),\
 output:p1" ;;
-        re-enc) echo "re_encode(peer=b$2,cache=64M),output:p1" ;;
+        re-enc) echo "re_encode(peer=b$2,cache=64M$(re_encoder)),output:p1"
+            ;;
         fec-enc) echo "fec_encode(k=10,m=4),output:p1" ;;
         fec-dec) echo "fec_decode(group_timeout=1000${BENCH_FEC_DEC:+,\
 $BENCH_FEC_DEC}),output:p1" ;;
