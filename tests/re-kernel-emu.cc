@@ -112,6 +112,44 @@ atomicMin(unsigned long long *p, unsigned long long v)
     return old;
 }
 
+/* Warp intrinsics, for the encoder's warp-per-payload kernel (its
+ * control flow is the same for every lane of a warp): each warp of the
+ * block has a barrier of its own. */
+static pthread_barrier_t warp_barriers[32];
+static uint64_t warp_slots[1024];
+
+static inline void
+warp_sync()
+{
+    pthread_barrier_wait(&warp_barriers[threadIdx.x / 32]);
+}
+
+static inline uint32_t
+__ballot_sync(uint32_t, bool pred)
+{
+    uint32_t first = threadIdx.x / 32 * 32, r = 0;
+
+    warp_slots[threadIdx.x] = pred;
+    warp_sync();
+    for (uint32_t l = 0; l < 32 && first + l < blockDim.x; l++) {
+        r |= warp_slots[first + l] ? UINT32_C(1) << l : 0;
+    }
+    warp_sync();
+    return r;
+}
+
+static inline unsigned long long
+__shfl_sync(uint32_t, unsigned long long v, int src)
+{
+    unsigned long long r;
+
+    warp_slots[threadIdx.x] = v;
+    warp_sync();
+    r = warp_slots[threadIdx.x / 32 * 32 + src];
+    warp_sync();
+    return r;
+}
+
 using std::min;
 using std::max;
 
@@ -134,6 +172,10 @@ launch(uint32_t grid, uint32_t threads, F f)
         std::vector<std::thread> ts;
 
         pthread_barrier_init(&barrier, NULL, threads);
+        for (uint32_t w = 0; w * 32 < threads; w++) {
+            pthread_barrier_init(&warp_barriers[w], NULL,
+                                 std::min<uint32_t>(32, threads - w * 32));
+        }
         for (uint32_t t = 0; t < threads; t++) {
             ts.emplace_back([=] {
                 blockIdx.x = b;
@@ -145,6 +187,9 @@ launch(uint32_t grid, uint32_t threads, F f)
             t.join();
         }
         pthread_barrier_destroy(&barrier);
+        for (uint32_t w = 0; w * 32 < threads; w++) {
+            pthread_barrier_destroy(&warp_barriers[w]);
+        }
     }
 }
 
@@ -300,7 +345,7 @@ run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
     return errors;
 }
 
-/* The encoder's kernels (append, insert, encode) on a stream of payloads
+/* The encoder's kernels (insert, encode, append) on a stream of payloads
  * with repeats, in batches of 1 to 300 with the cuts and hashes from the
  * CPU, a ring of 'cache' bytes: each payload's shim (the header written
  * here as the host would) goes through the library's decoder, which must
@@ -387,7 +432,7 @@ run_encode_case(uint64_t cache, size_t n_docs)
         memset(&a, 0, sizeof a);
         a.base = pos;
         uint64_t end = pos + offsets[n];
-        a.low = end > cache ? end - cache : 0;
+        a.low = pos > cache ? pos - cache : 0;
         if (!pos) {
             uint8_t v[8];
             size_t vn = 0;
@@ -407,13 +452,16 @@ run_encode_case(uint64_t cache, size_t n_docs)
         const struct gpu_re_enc_args *ap = &a;
         uint32_t grid = (n + THREADS - 1) / THREADS;
 
-        launch(4, THREADS, [=] { enc_append_body(kd, data, off, n, ap); });
+        uint32_t wgrid = (n * 32 + THREADS - 1) / THREADS;
+
+        /* As the graph: insert, encode a warp a payload, append. */
         launch(grid, THREADS, [=] {
             enc_insert_body(kd, off, n, e, h, ap);
         });
-        launch(grid, THREADS, [=] {
+        launch(wgrid, THREADS, [=] {
             enc_shim_body(kd, data, off, n, e, h, ap, bo, re);
         });
+        launch(4, THREADS, [=] { enc_append_body(kd, data, off, n, ap); });
 
         for (size_t j = 0; j < n; j++) {
             const uint8_t *pay = data + offsets[j];

@@ -1668,7 +1668,8 @@ gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     cached = first < n ? offsets[n] - offsets[first] : 0;
     end = e->cache.pos + cached;
     a->base = e->cache.pos;
-    a->low = end > e->cache.size ? end - e->cache.size : 0;
+    a->low = (e->cache.pos > e->cache.size ? e->cache.pos - e->cache.size
+              : 0);
     a->first = first;
     b->enc_clear = e->clear_dev;
     b->enc_epoch = e->epoch;

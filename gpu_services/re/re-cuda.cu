@@ -704,19 +704,20 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
         uint8_t *h_bodies = mapped(b->enc_bodies, &error);
         uint32_t agrid = (b->max_bytes + THREADS - 1) / THREADS;
         uint32_t wgrid = (np * 32 + THREADS - 1) / THREADS;
+        uint32_t pgrid = wgrid < 264 ? wgrid : 264;
 
-        graph_enc_append_kernel<<<agrid < 264 ? agrid : 264, THREADS, 0,
-                                  cs>>>(kd, x->d_data, a);
+        /* Insert, encode (a warp a payload), then append: the ring's
+         * old bytes stay for the encoding. */
         graph_enc_insert_kernel<<<grid, THREADS, 0, cs>>>(kd, a, x->d_ends,
                                                           x->d_hashes);
-        graph_enc_shim_kernel<<<grid, THREADS, 0, cs>>>(
+        graph_enc_shim_kernel<<<wgrid, THREADS, 0, cs>>>(
             kd, x->d_data, a, x->d_ends, x->d_hashes, x->d_enc_bodies,
             x->d_enc_results);
+        graph_enc_append_kernel<<<agrid < 264 ? agrid : 264, THREADS, 0,
+                                  cs>>>(kd, x->d_data, a);
         if (!error) {
-            graph_enc_push_kernel<<<wgrid < 264 ? wgrid : 264, THREADS, 0,
-                                    cs>>>(a, x->d_enc_results,
-                                          x->d_enc_bodies, h_results,
-                                          h_bodies);
+            graph_enc_push_kernel<<<pgrid, THREADS, 0, cs>>>(
+                a, x->d_enc_results, x->d_enc_bodies, h_results, h_bodies);
         }
     }
 

@@ -500,8 +500,8 @@ hash_kernel(const uint8_t *__restrict__ data,
  * graph built for the batch's capacity serves every submission. ---- */
 
 /* Copies payloads a->first .. n - 1 into the ring at their stream
- * positions; of a batch longer than the ring, only the bytes that stay
- * (two bytes for one place would race). */
+ * positions, after they were encoded; of a batch longer than the ring,
+ * only the bytes that stay (two bytes for one place would race). */
 __device__ __forceinline__ void
 enc_append_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
                 const uint32_t *__restrict__ offsets, uint32_t n,
@@ -534,9 +534,9 @@ enc_tag(const struct gpu_re_hash *h)
 }
 
 /* Enters the chunk with hash 'h' at stream position 'pos': keeps the
- * oldest copy of a chunk still in the ring (entries before 'low' are
- * free), else takes a free entry or the oldest.  A lost race costs an
- * entry, never a wrong reference. */
+ * oldest copy of a chunk still cached (entries before 'low', the ring's
+ * oldest byte before the batch, are free), else takes a free entry or
+ * the oldest.  A lost race costs an entry, never a wrong reference. */
 __device__ __forceinline__ void
 enc_table_insert(struct gpu_re_enc_dev kd, const struct gpu_re_hash *h,
                  uint64_t pos, uint64_t low)
@@ -597,98 +597,152 @@ enc_insert_body(struct gpu_re_enc_dev kd,
     }
 }
 
-__device__ __forceinline__ uint64_t
-enc_ring_index(struct gpu_re_enc_dev kd, uint64_t q)
+/* The encoder's stream as a payload of the batch sees it: bytes before
+ * the batch ('base') in the ring, the batch's own (appended only after
+ * the encoding, so that they overwrite nothing a reference may use) in
+ * its input, from 'batch' on. */
+struct enc_stream {
+    const uint8_t *ring;
+    uint64_t size;
+    uint64_t base;
+    const uint8_t *batch;
+};
+
+__device__ __forceinline__ uint8_t
+enc_byte(const struct enc_stream *st, uint64_t q)
 {
-    return q % kd.size;
+    return q < st->base ? st->ring[q % st->size] : st->batch[q - st->base];
 }
 
-/* How many of the 'max' bytes at 'p' equal the ring's from position 'q'
- * on. */
+/* How many of the 'max' bytes at 'p' equal the stream's from position
+ * 'q' on: the warp compares 32 bytes a step. */
 __device__ __forceinline__ uint32_t
-enc_match_fwd(struct gpu_re_enc_dev kd, uint64_t q, const uint8_t *p,
+enc_match_fwd(const struct enc_stream *st, uint64_t q, const uint8_t *p,
               uint32_t max)
 {
-    uint64_t i = enc_ring_index(kd, q);
-    uint32_t k;
+    uint32_t lane = threadIdx.x % 32;
 
-    for (k = 0; k < max && kd.ring[i] == p[k]; k++) {
-        i = i + 1 == kd.size ? 0 : i + 1;
-    }
-    return k;
-}
+    for (uint32_t k = 0; k < max; k += 32) {
+        uint32_t i = k + lane;
+        bool same = i < max && enc_byte(st, q + i) == p[i];
+        uint32_t differ = __ballot_sync(0xffffffffu, !same);
 
-/* How many of the 'max' bytes before 'p' equal the ring's before
- * position 'q'. */
-__device__ __forceinline__ uint32_t
-enc_match_back(struct gpu_re_enc_dev kd, uint64_t q, const uint8_t *p,
-               uint32_t max)
-{
-    uint64_t i = enc_ring_index(kd, q);
-    uint32_t k;
-
-    for (k = 0; k < max; k++) {
-        i = i ? i - 1 : kd.size - 1;
-        if (kd.ring[i] != p[-1 - (int64_t) k]) {
-            break;
+        if (differ) {
+            return k + __ffs(differ) - 1;
         }
     }
-    return k;
+    return max;
+}
+
+/* How many of the 'max' bytes before 'p' equal the stream's before
+ * position 'q'. */
+__device__ __forceinline__ uint32_t
+enc_match_back(const struct enc_stream *st, uint64_t q, const uint8_t *p,
+               uint32_t max)
+{
+    uint32_t lane = threadIdx.x % 32;
+
+    for (uint32_t k = 0; k < max; k += 32) {
+        uint32_t i = k + lane;
+        bool same = (i < max
+                     && enc_byte(st, q - 1 - i) == p[-1 - (int64_t) i]);
+        uint32_t differ = __ballot_sync(0xffffffffu, !same);
+
+        if (differ) {
+            return k + __ffs(differ) - 1;
+        }
+    }
+    return max;
 }
 
 /* The oldest cached copy of the 'len'-byte chunk at 'p' with hash 'h'
- * that lies wholly before 'before' and from 'low' on, compared byte for
- * byte. */
+ * that lies wholly in [low, before), compared byte for byte: each of the
+ * bucket's ways in a lane, the candidates then in turn by the warp. */
 __device__ __forceinline__ bool
-enc_table_find(struct gpu_re_enc_dev kd, const struct gpu_re_hash *h,
-               const uint8_t *p, uint32_t len, uint64_t low,
-               uint64_t before, uint64_t *q)
+enc_table_find(struct gpu_re_enc_dev kd, const struct enc_stream *st,
+               const struct gpu_re_hash *h, const uint8_t *p, uint32_t len,
+               uint64_t low, uint64_t before, uint64_t *q)
 {
     const unsigned long long *b = enc_bucket(kd, h);
-    uint64_t tag = enc_tag(h);
+    uint32_t lane = threadIdx.x % 32;
+    unsigned long long w = lane < GPU_RE_ENC_WAYS ? b[lane] : 0;
+    uint64_t wpos = w & GPU_RE_ENC_POS_MASK;
+    bool cand = (w && (w >> GPU_RE_ENC_POS_BITS) == enc_tag(h)
+                 && wpos >= low && wpos + len <= before);
+    uint32_t cands = __ballot_sync(0xffffffffu, cand);
 
-    for (int k = 0; k < GPU_RE_ENC_WAYS; k++) {
-        unsigned long long w = b[k];
-        uint64_t wpos = w & GPU_RE_ENC_POS_MASK;
+    while (cands) {
+        int k = __ffs(cands) - 1;
+        uint64_t at = __shfl_sync(0xffffffffu, (unsigned long long) wpos,
+                                  k);
 
-        if (w && (w >> GPU_RE_ENC_POS_BITS) == tag && wpos >= low
-            && wpos + len <= before
-            && enc_match_fwd(kd, wpos, p, len) == len) {
-            *q = wpos;
+        if (enc_match_fwd(st, at, p, len) == len) {
+            *q = at;
             return true;
         }
+        cands &= cands - 1;
     }
     return false;
 }
 
-/* Appends a literal of payload bytes [from, to) to the body. */
+/* Appends a literal of payload bytes [from, to) to the body: its header
+ * by lane 0, its bytes by the warp.  Every lane keeps the same '*n'. */
 __device__ __forceinline__ bool
 enc_emit_literal(uint8_t *out, size_t *n, size_t limit, const uint8_t *p,
                  uint32_t from, uint32_t to)
 {
+    uint32_t lane = threadIdx.x % 32;
+    uint8_t hdr[8];
+    size_t hn = 0;
+
     if (to <= from) {
         return true;
     }
-    if (*n >= limit) {
+    hdr[hn++] = 0;
+    gpu_re_put_varint(hdr, &hn, sizeof hdr, to - from);
+    if (limit - *n < hn || limit - *n - hn < to - from) {
         return false;
     }
-    out[(*n)++] = 0;
-    if (!gpu_re_put_varint(out, n, limit, to - from)
-        || limit - *n < to - from) {
-        return false;
+    for (uint32_t k = lane; k < hn; k += 32) {
+        out[*n + k] = hdr[k];
     }
-    for (uint32_t k = from; k < to; k++) {
-        out[(*n)++] = p[k];
+    *n += hn;
+    for (uint32_t k = lane; k < to - from; k += 32) {
+        out[*n + k] = p[from + k];
     }
+    *n += to - from;
     return true;
 }
 
-/* Encodes payload p (one thread each) as the host's encoder does: each
- * chunk of at least min_ref bytes that a match has not covered yet is
- * looked up, and a copy found in earlier bytes is extended both ways
- * and becomes a reference; the rest are literals.  A body that does not
- * make the shim shorter than the payload (or, for the epoch's START,
- * fit its room) leaves the payload raw. */
+/* Appends a reference to the 'len' bytes 'dist' back. */
+__device__ __forceinline__ bool
+enc_emit_ref(uint8_t *out, size_t *n, size_t limit, uint32_t dist,
+             uint32_t len)
+{
+    uint32_t lane = threadIdx.x % 32;
+    uint8_t item[16];
+    size_t in = 0;
+
+    item[in++] = 1;
+    gpu_re_put_varint(item, &in, sizeof item, dist);
+    gpu_re_put_varint(item, &in, sizeof item, len);
+    if (limit - *n < in) {
+        return false;
+    }
+    for (uint32_t k = lane; k < in; k += 32) {
+        out[*n + k] = item[k];
+    }
+    *n += in;
+    return true;
+}
+
+/* Encodes payload p, a warp each, as the host's encoder does: each chunk
+ * of at least min_ref bytes that a match has not covered yet is looked
+ * up, and a copy found in earlier bytes still cached for this payload is
+ * extended both ways and becomes a reference; the rest are literals.  A
+ * body that does not make the shim shorter than the payload (or, for the
+ * epoch's START, fit its room) leaves the payload raw.  Every lane walks
+ * the same chunks with the same values; the byte work is spread. */
 __device__ __forceinline__ void
 enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
               const uint32_t *__restrict__ offsets, uint32_t n,
@@ -698,7 +752,8 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
               uint8_t *__restrict__ bodies,
               struct gpu_re_enc_result *__restrict__ results)
 {
-    uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t p = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    uint32_t lane = threadIdx.x % 32;
 
     if (p >= n) {
         return;
@@ -710,21 +765,29 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
     size_t body_limit;
 
     if (p < a->first) {
-        results[p] = r;
-        return;
-    }
-    if (is_start) {
+        body_limit = 0;             /* Before the epoch's START: raw. */
+    } else if (is_start) {
         body_limit = a->start_room;
     } else if (len > GPU_RE_SHIM_HDR_LEN + 1) {
         body_limit = len - 1 - GPU_RE_SHIM_HDR_LEN;
     } else {
-        results[p] = r;         /* No shim could be shorter. */
+        body_limit = 0;             /* No shim could be shorter. */
+    }
+    if (!body_limit && !is_start) {
+        if (!lane) {
+            results[p] = r;
+        }
         return;
     }
 
     const uint8_t *pay = data + start;
     uint8_t *out = bodies + start + (size_t) GPU_RE_ENC_SLACK * p;
     uint64_t pos = a->base + (offsets[p] - offsets[a->first]);
+    uint64_t low = pos > kd.size ? pos - kd.size : 0;
+    struct enc_stream st = {
+        kd.ring, kd.size, a->base,
+        data + (offsets[a->first] - offsets[0]),
+    };
     size_t slot = start / kd.min_chunk + p;
     size_t nb = 0;
     uint32_t cover = 0, hits = 0, hit_bytes = 0;
@@ -736,34 +799,27 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
         uint64_t q;
 
         if (e - s < kd.min_ref || s < cover
-            || !enc_table_find(kd, &hashes[slot + i], pay + s, e - s,
-                               a->low, pos, &q)) {
+            || !enc_table_find(kd, &st, &hashes[slot + i], pay + s, e - s,
+                               low, pos, &q)) {
             continue;
         }
 
-        /* Extend the match both ways as far as the ring agrees: chunks
+        /* Extend the match both ways as far as the stream agrees: chunks
          * are cut per payload, so its first and last rarely match
          * whole. */
-        uint64_t back = q - a->low;
-        uint32_t k = enc_match_back(kd, q, pay + s,
+        uint64_t back = q - low;
+        uint32_t k = enc_match_back(&st, q, pay + s,
                                     s - cover < back ? s - cover
                                     : (uint32_t) back);
         uint32_t b = s - k, f = e;
         uint64_t r0 = q - k, t = q + (e - s);
         uint64_t ahead = pos - t;
 
-        k = enc_match_fwd(kd, t, pay + f,
-                          len - f < ahead ? len - f : (uint32_t) ahead);
-        f += k;
-        ok = enc_emit_literal(out, &nb, body_limit, pay, cover, b);
-        if (ok && nb < body_limit) {
-            out[nb++] = 1;
-            ok = (gpu_re_put_varint(out, &nb, body_limit,
-                                    (uint32_t) (pos - r0))
-                  && gpu_re_put_varint(out, &nb, body_limit, f - b));
-        } else {
-            ok = false;
-        }
+        f += enc_match_fwd(&st, t, pay + f,
+                           len - f < ahead ? len - f : (uint32_t) ahead);
+        ok = (enc_emit_literal(out, &nb, body_limit, pay, cover, b)
+              && enc_emit_ref(out, &nb, body_limit, (uint32_t) (pos - r0),
+                              f - b));
         hits++;
         hit_bytes += f - b;
         cover = f;
@@ -777,7 +833,9 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
         r.hits = hits;
         r.hit_bytes = hit_bytes;
     }
-    results[p] = r;
+    if (!lane) {
+        results[p] = r;
+    }
 }
 
 /* Copies the results of payloads 0 .. n - 1 and their bodies into the

@@ -39,12 +39,13 @@ extern "C" {
  *
  * The encoder's byte cache (a ring of 'size' bytes, addressed by stream
  * position) and its chunk table live in device memory; a batch's graph
- * chunks and hashes its payloads, appends them to the ring, inserts
- * their chunks in the table, then encodes every payload at once, each
- * thread one payload: its chunks looked up in the table as it stands
- * after the batch's insertions, verified byte for byte against the ring,
- * extended both ways, and written as the shim's body.  The host keeps
- * the stream position and the epoch and writes each shim's header.
+ * chunks and hashes its payloads, inserts their chunks in the table,
+ * encodes every payload at once (a warp each: its chunks looked up in
+ * the table as it stands after the batch's insertions, verified byte for
+ * byte against the ring or the batch's earlier payloads, extended both
+ * ways, written as the shim's body), then appends the payloads to the
+ * ring.  The host keeps the stream position and the epoch and writes
+ * each shim's header.
  *
  * A table entry is one 64-bit word, the chunk hash's top 24 bits over a
  * 40-bit stream position (0: empty), GPU_RE_ENC_WAYS to a bucket (one
@@ -70,8 +71,8 @@ struct gpu_re_enc_dev {
 /* One submission's encoding arguments. */
 struct gpu_re_enc_args {
     uint64_t base;              /* Stream position of payload 'first'. */
-    uint64_t low;               /* The ring's oldest byte after the batch:
-                                 * references and entries start there. */
+    uint64_t low;               /* The ring's oldest byte before the
+                                 * batch: older table entries are free. */
     uint32_t first;             /* Payloads before it go raw, uncached
                                  * (no START shim fitted them). */
     uint32_t start;             /* 1: payload 'first' starts the epoch
