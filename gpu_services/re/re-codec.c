@@ -1719,10 +1719,14 @@ gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     if (plen < 0 || (uint32_t) plen != b->offsets[i + 1] - b->offsets[i]) {
         return GPU_ERR_INVALID;
     }
-    if (b->enc_failed || b->enc_epoch != e->epoch) {
-        /* The device failed, or the encoder started a new epoch since
-         * (which empties the decoder's cache): its references would not
-         * resolve. */
+    if (b->enc_epoch != e->epoch) {
+        /* The encoder started a new epoch since (its START empties the
+         * decoder's cache): the references would not resolve.  Raw, and
+         * the new epoch goes on. */
+        encode_done(e, GPU_RE_RAW, plen, 0);
+        return GPU_RE_RAW;
+    }
+    if (b->enc_failed) {
         return device_raw(e, plen);
     }
     if (i < a->first) {
