@@ -116,6 +116,10 @@ re_parse_args(const char *args, struct gpu_re_config *cfg, char **name,
 
     *name = NULL;
     gpu_re_config_init(cfg);
+    /* The encoder's table probes and match extension on the device where
+     * the chunking is (docs/RE-NOTES.md): half the PMD's time a packet
+     * on the H100 machine; "encoder=host" keeps them on the PMD. */
+    cfg->device_encode = true;
     for (item = strtok_r(copy, ",", &save_ptr); item;
          item = strtok_r(NULL, ",", &save_ptr)) {
         char *eq = strchr(item, '=');
@@ -294,6 +298,15 @@ re_frames_prepare(struct dp_packet *const *packets, size_t n, bool encoder,
     }
 }
 
+/* What becomes of the packets of a failed device call to 'p''s encoder,
+ * for the log and gpu-re/show. */
+static const char *
+re_fault_outcome(const struct re_peer *p)
+{
+    return (gpu_re_encoder_on_device(p->enc)
+            ? "sent raw (a new epoch)" : "chunked on the CPU");
+}
+
 /* Encodes or decodes 'b' at once (re_decode, and the batches re_encode
  * does not hold). */
 static void
@@ -326,11 +339,13 @@ re_run(const char *args, struct gpu_service_batch *b, bool encoder)
         }
         if (gpu_service_is_device_error(status)) {
             /* The encoder is unchanged by a failed call: chunk and encode
-             * on the CPU, with the same cuts the device would make. */
+             * on the CPU, with the same cuts the device would make (an
+             * encoder on the device sends them raw, in a new epoch). */
             gpu_counter_add(&p->n_faults, 1);
             VLOG_WARN_RL(&rl, "re_encode peer %s: device chunking failed "
-                         "(%s); %"PRIuSIZE" packets chunked on the CPU",
-                         p->name, gpu_status_string(status), b->n);
+                         "(%s); %"PRIuSIZE" packets %s", p->name,
+                         gpu_status_string(status), b->n,
+                         re_fault_outcome(p));
             status = gpu_re_encode_packets_cpu(p->enc, frames, lens, caps,
                                                b->n, results);
         }
@@ -501,9 +516,9 @@ re_gather_complete(void *g_, int status)
 
         gpu_counter_add(fault ? &p->n_faults : &p->n_errors, 1);
         VLOG_WARN_RL(&rl, "re_encode peer %s: %schunking failed (%s); "
-                     "%"PRIuSIZE" packets chunked on the CPU", p->name,
+                     "%"PRIuSIZE" packets %s", p->name,
                      fault ? "device " : "", gpu_status_string(status),
-                     g->n);
+                     g->n, re_fault_outcome(p));
     }
     ovs_mutex_lock(&p->mutex);
     LIST_FOR_EACH (h, held.node, &g->gt->holder->held) {
@@ -885,8 +900,8 @@ re_format_peer(struct ds *s, struct re_peer *p)
                       "synchronous way\n", n_held, n_gathers,
                       n_gathers ? (double) n_held / n_gathers : 0.0,
                       n_not_held);
-        ds_put_format(s, "  device faults: %"PRIu64" batches chunked on the "
-                      "CPU\n", n_faults);
+        ds_put_format(s, "  device faults: %"PRIu64" batches %s\n",
+                      n_faults, re_fault_outcome(p));
     }
     ds_put_format(s, "  packets: %"PRIu64" (%"PRIu64" as shims), passed "
                   "unchanged: %"PRIu64"\n", st.packets, st.shims, st.passed);
