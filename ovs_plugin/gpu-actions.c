@@ -782,8 +782,12 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
 
     sb.n = dp_packet_batch_size(batch);
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
-        gpu_service_parse_packet(packet, &sb.pkts[i]);
-        total += sb.pkts[i].payload_len;
+        if (impl->parse_packets || impl->stage_payloads) {
+            gpu_service_parse_packet(packet, &sb.pkts[i]);
+            total += sb.pkts[i].payload_len;
+        } else {
+            sb.pkts[i] = (struct gpu_service_packet) { .packet = packet };
+        }
         sb.verdicts[i] = GPU_SERVICE_PASS;
     }
 

@@ -1175,6 +1175,7 @@ const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
     /* Gathered payloads are copied straight into the gather. */
     .stage_payloads = false,
+    .parse_packets = true,
     .check = ids_check,
     .hold = ids_scan,
     .poll = ids_poll,

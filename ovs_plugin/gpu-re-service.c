@@ -421,6 +421,11 @@ struct re_held {
     size_t first;                   /* ...from this payload on. */
     uint32_t staged;                /* Bit i: packet i's payload is there
                                      * (else the packet is not eligible). */
+    /* Each packet's room and, if staged, its parse, as the gather found
+     * them (held packets do not change meanwhile). */
+    size_t caps[NETDEV_MAX_BURST];
+    struct gpu_re_frame frames[NETDEV_MAX_BURST];
+    int plens[NETDEV_MAX_BURST];
 };
 
 /* The payloads of some of a thread's held batches for one peer, chunked
@@ -469,23 +474,28 @@ re_held_encode(struct re_peer *p, struct re_held *h,
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct dp_packet_batch *packets = &h->held.packets;
     size_t n = dp_packet_batch_size(packets);
-    uint8_t *frames[NETDEV_MAX_BURST];
-    size_t lens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
+    bool on_device = gpu_re_encoder_on_device(p->enc);
     size_t j = h->first;
 
-    re_frames_prepare(packets->packets, n, true, frames, lens, caps);
     for (size_t i = 0; i < n; i++) {
+        uint8_t *frame = dp_packet_data(packets->packets[i]);
+        size_t len = dp_packet_size(packets->packets[i]);
         int result;
 
         if (batch && h->staged & (UINT32_C(1) << i)) {
-            /* Encoded on the device, or on the host with the batch's
-             * cuts and hashes. */
-            result = gpu_re_encode_packet_result(p->enc, batch, j++,
-                                                 frames[i], &lens[i],
-                                                 caps[i]);
+            /* Encoded on the device (the frame parsed at the gather), or
+             * on the host with the batch's cuts and hashes. */
+            result = (on_device
+                      ? gpu_re_encode_frame_result(p->enc, batch, j,
+                                                   frame, &len, h->caps[i],
+                                                   &h->frames[i],
+                                                   h->plens[i])
+                      : gpu_re_encode_packet_result(p->enc, batch, j,
+                                                    frame, &len,
+                                                    h->caps[i]));
+            j++;
         } else {
-            result = gpu_re_encode_packet(p->enc, frames[i], &lens[i],
-                                          caps[i]);
+            result = gpu_re_encode_packet(p->enc, frame, &len, h->caps[i]);
         }
         if (result < 0) {
             /* The frame changed since its payload was gathered: it goes
@@ -494,7 +504,7 @@ re_held_encode(struct re_peer *p, struct re_held *h,
             VLOG_WARN_RL(&rl, "re_encode peer %s: %s; a held packet passes "
                          "unchanged", p->name, gpu_status_string(result));
         } else {
-            dp_packet_set_size(packets->packets[i], lens[i]);
+            dp_packet_set_size(packets->packets[i], len);
         }
     }
 }
@@ -609,16 +619,18 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
     struct dp_packet_batch *packets = &h->held.packets;
     size_t n = dp_packet_batch_size(packets);
     uint8_t *frames[NETDEV_MAX_BURST];
-    size_t flens[NETDEV_MAX_BURST], caps[NETDEV_MAX_BURST];
+    size_t flens[NETDEV_MAX_BURST];
     int lens[NETDEV_MAX_BURST];
     size_t ofs[NETDEV_MAX_BURST];
     size_t n_payloads = 0, n_bytes = 0;
     struct re_gather *g;
 
-    /* The room each frame has for its shim, as it will be encoded. */
-    re_frames_prepare(packets->packets, n, true, frames, flens, caps);
+    /* The room each frame has for its shim, kept for its encoding. */
+    re_frames_prepare(packets->packets, n, true, frames, flens, h->caps);
     for (size_t i = 0; i < n; i++) {
-        lens[i] = gpu_re_packet_payload(frames[i], flens[i], &ofs[i]);
+        lens[i] = gpu_re_frame_parse(frames[i], flens[i], &h->frames[i]);
+        h->plens[i] = lens[i];
+        ofs[i] = lens[i] >= 0 ? h->frames[i].l4 + h->frames[i].l4_len : 0;
         if (lens[i] >= 0) {
             n_payloads++;
             n_bytes += lens[i];
@@ -643,7 +655,7 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
         if (lens[i] >= 0) {
             memcpy(g->data + g->offsets[g->n], frames[i] + ofs[i], lens[i]);
             g->offsets[g->n + 1] = g->offsets[g->n] + lens[i];
-            g->rooms[g->n] = lens[i] + (caps[i] - flens[i]);
+            g->rooms[g->n] = lens[i] + (h->caps[i] - flens[i]);
             g->n++;
             h->staged |= UINT32_C(1) << i;
         }

@@ -1925,10 +1925,20 @@ dev_gather_finish(struct gpu_re_encoder *e, struct dev_gather *g,
         size_t i = g->first + j;
         struct frame *x = &got[i];
 
-        res[i] = (g->idx[j] < 0
-                  ? gpu_re_encode_packet(e, x->buf, &x->len, caps[i])
-                  : gpu_re_encode_packet_result(e, b, g->idx[j], x->buf,
-                                                &x->len, caps[i]));
+        if (g->idx[j] < 0) {
+            res[i] = gpu_re_encode_packet(e, x->buf, &x->len, caps[i]);
+        } else if (i % 2) {
+            /* With the parse the caller kept (the switch's way). */
+            struct gpu_re_frame fr;
+            int plen = gpu_re_frame_parse(x->buf, x->len, &fr);
+
+            res[i] = gpu_re_encode_frame_result(e, b, g->idx[j], x->buf,
+                                                &x->len, caps[i], &fr,
+                                                plen);
+        } else {
+            res[i] = gpu_re_encode_packet_result(e, b, g->idx[j], x->buf,
+                                                 &x->len, caps[i]);
+        }
         assert_true(res[i] > 0);
     }
     g->n = 0;

@@ -1336,14 +1336,8 @@ gpu_re_decode(struct gpu_re_decoder *d, const uint8_t *shim, size_t len,
 #define IPPROTO_TCP_ 6
 #define IPPROTO_UDP_ 17
 
-struct pkt {
-    size_t l3;                  /* Offset of the IP header. */
-    bool v6;
-    size_t l4;                  /* Offset of the L4 (or shim) header. */
-    uint8_t proto;
-    size_t l4_len;              /* TCP/UDP header bytes. */
-    size_t end;                 /* End of the IP datagram (== frame len). */
-};
+/* struct gpu_re_frame (gpu-re.h) is the parse of a frame. */
+#define pkt gpu_re_frame
 
 /* The ones' complement sum of 'n' bytes (n even) at 'p', in native byte
  * order and not yet folded (RFC 1071: the sum does not depend on the byte
@@ -1690,10 +1684,6 @@ int
 gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
                             size_t i, uint8_t *f, size_t *len, size_t cap)
 {
-    const struct gpu_re_enc_args *a;
-    const struct gpu_re_enc_result *r;
-    uint8_t hdr[GPU_RE_SHIM_HDR_LEN];
-    struct shim_hdr h;
     struct pkt k;
     int plen;
 
@@ -1714,11 +1704,33 @@ gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
         gpu_re_batch_chunks(b, i, &chunks);
         return gpu_re_encode_packet_chunks(e, f, len, cap, &chunks);
     }
-    a = &b->enc_args;
     plen = eligible(f, *len, &k);
-    if (plen < 0 || (uint32_t) plen != b->offsets[i + 1] - b->offsets[i]) {
+    if (plen < 0) {
         return GPU_ERR_INVALID;
     }
+    return gpu_re_encode_frame_result(e, b, i, f, len, cap, &k, plen);
+}
+
+int
+gpu_re_encode_frame_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
+                           size_t i, uint8_t *f, size_t *len, size_t cap,
+                           const struct gpu_re_frame *frame, int plen)
+{
+    const struct gpu_re_frame k = *frame;
+    const struct gpu_re_enc_args *a;
+    const struct gpu_re_enc_result *r;
+    uint8_t hdr[GPU_RE_SHIM_HDR_LEN];
+    struct shim_hdr h;
+
+    if (e && !e->dev) {
+        return gpu_re_encode_packet_result(e, b, i, f, len, cap);
+    }
+    if (!e || !b || b->enc_dev != e->dev || i >= b->n_packets
+        || !f || !len || *len > cap || plen < 0 || k.end != *len
+        || (uint32_t) plen != b->offsets[i + 1] - b->offsets[i]) {
+        return GPU_ERR_INVALID;
+    }
+    a = &b->enc_args;
     if (b->enc_epoch != e->epoch) {
         /* The encoder started a new epoch since (its START empties the
          * decoder's cache): the references would not resolve.  Raw, and
@@ -1764,6 +1776,12 @@ gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     e->stats.shims++;
     e->stats.bytes_out += GPU_RE_SHIM_HDR_LEN + r->body_len;
     return GPU_RE_SHIM;
+}
+
+int
+gpu_re_frame_parse(const uint8_t *f, size_t len, struct gpu_re_frame *k)
+{
+    return f && k ? eligible(f, len, k) : -1;
 }
 
 int
