@@ -1240,6 +1240,26 @@ build_frame(struct frame *f, struct rng *r, bool v6, bool tcp, bool vlan,
     return l3;
 }
 
+/* A frame for each payload of 't' (malloc()'d): IPv4 or IPv6, TCP or
+ * UDP, some with a VLAN tag, one in ten not IP (it passes). */
+static struct frame *
+trace_frames(const struct trace *t, struct rng *r)
+{
+    struct frame *frames = malloc(t->n * sizeof *frames);
+
+    for (size_t i = 0; i < t->n; i++) {
+        size_t l3 = build_frame(&frames[i], r, rng_below(r, 2),
+                                rng_below(r, 2), rng_below(r, 4) == 0,
+                                t->data + t->offsets[i],
+                                t->offsets[i + 1] - t->offsets[i]);
+
+        if (!rng_below(r, 10)) {
+            frames[i].buf[l3 - 1] = 0x06;
+        }
+    }
+    return frames;
+}
+
 static void
 test_packets(void **state)
 {
@@ -1589,20 +1609,9 @@ test_packets_gathered(void **state)
     make_trace(&t, &r, 20, 1400, 0);
 
     size_t n = t.n;
-    struct frame *orig = malloc(n * sizeof *orig);
+    struct frame *orig = trace_frames(&t, &r);
     struct frame *ref = malloc(n * sizeof *ref);
     struct frame *got = malloc(n * sizeof *got);
-
-    for (size_t i = 0; i < n; i++) {
-        size_t l3 = build_frame(&orig[i], &r, rng_below(&r, 2),
-                                rng_below(&r, 2), rng_below(&r, 4) == 0,
-                                t.data + t.offsets[i],
-                                t.offsets[i + 1] - t.offsets[i]);
-
-        if (!rng_below(&r, 10)) {
-            orig[i].buf[l3 - 1] = 0x06;     /* Not IP: passes. */
-        }
-    }
     for (int bi = 0; bi < n_backends; bi++) {
         struct gpu_re_chunker_config cc;
         struct gpu_re_chunker *ch;
@@ -2012,18 +2021,10 @@ test_device_encode(void **state)
         make_trace(&t, &r, 30, 1460, 2 * cases[ci].cache);
 
         size_t n = t.n;
-        struct frame *orig = malloc(n * sizeof *orig);
+        struct frame *orig = trace_frames(&t, &r);
         size_t *caps = malloc(n * sizeof *caps);
 
         for (size_t i = 0; i < n; i++) {
-            size_t l3 = build_frame(&orig[i], &r, rng_below(&r, 2),
-                                    rng_below(&r, 2), rng_below(&r, 4) == 0,
-                                    t.data + t.offsets[i],
-                                    t.offsets[i + 1] - t.offsets[i]);
-
-            if (!rng_below(&r, 10)) {
-                orig[i].buf[l3 - 1] = 0x06;     /* Not IP: passes. */
-            }
             /* The first frames have no room for a START shim. */
             caps[i] = (cases[ci].tight && i < 50 ? orig[i].len
                        : sizeof orig[i].buf);

@@ -615,37 +615,19 @@ enc_byte(const struct enc_stream *st, uint64_t q)
 }
 
 /* How many of the 'max' bytes at 'p' equal the stream's from position
- * 'q' on: the warp compares 32 bytes a step. */
+ * 'q' on, or with 'back' how many of those before 'p' equal the stream's
+ * before 'q': the warp compares 32 bytes a step. */
 __device__ __forceinline__ uint32_t
-enc_match_fwd(const struct enc_stream *st, uint64_t q, const uint8_t *p,
-              uint32_t max)
-{
-    uint32_t lane = threadIdx.x % 32;
-
-    for (uint32_t k = 0; k < max; k += 32) {
-        uint32_t i = k + lane;
-        bool same = i < max && enc_byte(st, q + i) == p[i];
-        uint32_t differ = __ballot_sync(0xffffffffu, !same);
-
-        if (differ) {
-            return k + __ffs(differ) - 1;
-        }
-    }
-    return max;
-}
-
-/* How many of the 'max' bytes before 'p' equal the stream's before
- * position 'q'. */
-__device__ __forceinline__ uint32_t
-enc_match_back(const struct enc_stream *st, uint64_t q, const uint8_t *p,
-               uint32_t max)
+enc_match(const struct enc_stream *st, uint64_t q, const uint8_t *p,
+          uint32_t max, bool back)
 {
     uint32_t lane = threadIdx.x % 32;
 
     for (uint32_t k = 0; k < max; k += 32) {
         uint32_t i = k + lane;
         bool same = (i < max
-                     && enc_byte(st, q - 1 - i) == p[-1 - (int64_t) i]);
+                     && (back ? enc_byte(st, q - 1 - i) == p[-1 - (int64_t) i]
+                         : enc_byte(st, q + i) == p[i]));
         uint32_t differ = __ballot_sync(0xffffffffu, !same);
 
         if (differ) {
@@ -676,7 +658,7 @@ enc_table_find(struct gpu_re_enc_dev kd, const struct enc_stream *st,
         uint64_t at = __shfl_sync(0xffffffffu, (unsigned long long) wpos,
                                   k);
 
-        if (enc_match_fwd(st, at, p, len) == len) {
+        if (enc_match(st, at, p, len, false) == len) {
             *q = at;
             return true;
         }
@@ -808,15 +790,15 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
          * are cut per payload, so its first and last rarely match
          * whole. */
         uint64_t back = q - low;
-        uint32_t k = enc_match_back(&st, q, pay + s,
-                                    s - cover < back ? s - cover
-                                    : (uint32_t) back);
+        uint32_t k = enc_match(&st, q, pay + s,
+                               s - cover < back ? s - cover
+                               : (uint32_t) back, true);
         uint32_t b = s - k, f = e;
         uint64_t r0 = q - k, t = q + (e - s);
         uint64_t ahead = pos - t;
 
-        f += enc_match_fwd(&st, t, pay + f,
-                           len - f < ahead ? len - f : (uint32_t) ahead);
+        f += enc_match(&st, t, pay + f,
+                       len - f < ahead ? len - f : (uint32_t) ahead, false);
         ok = (enc_emit_literal(out, &nb, body_limit, pay, cover, b)
               && enc_emit_ref(out, &nb, body_limit, (uint32_t) (pos - r0),
                               f - b));
