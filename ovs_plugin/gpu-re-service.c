@@ -222,6 +222,15 @@ re_check(const char *args, bool encoder)
         if (!status) {
             status = gpu_re_encoder_create(&cfg, p->chunker, &p->enc);
         }
+        if (gpu_service_is_device_error(status) && cfg.device_encode) {
+            /* No room for the cache on the device, say: the PMD encodes,
+             * as with encoder=host. */
+            VLOG_WARN("re_encode peer %s: encoder on the device failed "
+                      "(%s); encoding on the host", p->name,
+                      gpu_status_string(status));
+            cfg.device_encode = false;
+            status = gpu_re_encoder_create(&cfg, p->chunker, &p->enc);
+        }
     } else {
         status = gpu_re_decoder_create(&cfg, &p->dec);
     }

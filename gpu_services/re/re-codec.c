@@ -1716,20 +1716,22 @@ gpu_re_encode_frame_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
                            size_t i, uint8_t *f, size_t *len, size_t cap,
                            const struct gpu_re_frame *frame, int plen)
 {
-    const struct gpu_re_frame k = *frame;
     const struct gpu_re_enc_args *a;
     const struct gpu_re_enc_result *r;
     uint8_t hdr[GPU_RE_SHIM_HDR_LEN];
+    struct gpu_re_frame k;
     struct shim_hdr h;
 
     if (e && !e->dev) {
         return gpu_re_encode_packet_result(e, b, i, f, len, cap);
     }
     if (!e || !b || b->enc_dev != e->dev || i >= b->n_packets
-        || !f || !len || *len > cap || plen < 0 || k.end != *len
+        || !f || !len || *len > cap || !frame || plen < 0
+        || frame->end != *len
         || (uint32_t) plen != b->offsets[i + 1] - b->offsets[i]) {
         return GPU_ERR_INVALID;
     }
+    k = *frame;
     a = &b->enc_args;
     if (b->enc_epoch != e->epoch) {
         /* The encoder started a new epoch since (its START empties the
