@@ -72,11 +72,11 @@ struct graph_args {
 /* An encoder's state on the device (re-private.h). */
 struct cuda_enc {
     struct gpu_re_enc_dev kd;
-    /* The encoder's last submission, which the next one waits for: the
-     * ring and the table are one stream of payloads, whichever thread's
-     * stream submits them. */
-    cudaEvent_t last;
-    bool have_last;
+    /* Every batch of the encoder runs on this stream, whichever thread
+     * submits it (under the caller's lock): the ring and the table are
+     * one ordered stream of payloads.  (An event between the threads'
+     * own streams cost two more runtime calls a submission.) */
+    cudaStream_t stream;
 };
 
 struct cuda_batch {
@@ -882,22 +882,15 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
     return error;
 }
 
-/* Before an encoding batch's launch on 's': the encoder's last
- * submission done (on whichever stream), the table emptied if the
- * encoder started a new epoch. */
+/* Before an encoding batch's launch on its encoder's stream 's': the
+ * table emptied if the encoder started a new epoch. */
 static int
 enc_before(struct gpu_re_batch *b, cudaStream_t s)
 {
     struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
     int error = GPU_OK;
 
-    if (!ce) {
-        return GPU_OK;
-    }
-    if (ce->have_last) {
-        error = CK(cudaStreamWaitEvent(s, ce->last, 0));
-    }
-    if (!error && b->enc_clear) {
+    if (ce && b->enc_clear) {
         error = CK(cudaMemsetAsync(ce->kd.table, 0,
                                    (ce->kd.mask + 1) * GPU_RE_ENC_WAYS
                                    * sizeof *ce->kd.table, s));
@@ -914,18 +907,15 @@ cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
     cudaStream_t s = own ? (cudaStream_t) gpu_stream_native(own) : 0;
     int error;
 
+    if (b->enc_dev) {
+        s = ((struct cuda_enc *) b->enc_dev)->stream;
+    }
     cudaSetDevice(cc(b->c)->device);
     x->fallback = false;
     b->enc_failed = false;
     error = enc_before(b, s);
     if (!error) {
         error = launch(b, s, again);
-    }
-    if (!error && b->enc_dev) {
-        struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
-
-        error = CK(cudaEventRecord(ce->last, s));
-        ce->have_last = !error;
     }
     if (error) {
         if (again) {
@@ -997,11 +987,9 @@ cuda_enc_uninit(struct gpu_re_chunker *c, void *dev)
 
     if (ce) {
         cudaSetDevice(cc(c)->device);
-        if (ce->have_last) {
-            cudaEventSynchronize(ce->last);
-        }
-        if (ce->last) {
-            cudaEventDestroy(ce->last);
+        if (ce->stream) {
+            cudaStreamSynchronize(ce->stream);
+            cudaStreamDestroy(ce->stream);
         }
         cudaFree(ce->kd.ring);
         cudaFree(ce->kd.table);
@@ -1033,8 +1021,8 @@ cuda_enc_init(struct gpu_re_chunker *c, uint64_t cache_size,
         error = CK(cudaMemset(ce->kd.table, 0, table_size));
     }
     if (!error) {
-        error = CK(cudaEventCreateWithFlags(&ce->last,
-                                            cudaEventDisableTiming));
+        error = CK(cudaStreamCreateWithFlags(&ce->stream,
+                                             cudaStreamNonBlocking));
     }
     if (error) {
         cuda_enc_uninit(c, ce);
