@@ -489,7 +489,7 @@ run_encode_case(uint64_t cache, size_t n_docs)
             };
             memcpy(shim.data(), hdr, sizeof hdr);
             memcpy(shim.data() + sizeof hdr,
-                   bodies.data() + offsets[j] + GPU_RE_ENC_SLACK * j,
+                   bodies.data() + gpu_re_enc_body_slot(offsets.data(), j),
                    results[j].body_len);
 
             std::vector<uint8_t> out(GPU_RE_MAX_PAYLOAD);

@@ -271,8 +271,6 @@ put32(uint8_t *p, uint32_t v)
     p[3] = v;
 }
 
-#define put_varint gpu_re_put_varint
-
 /* Reads a LEB128 value of at most 32 bits, refusing overlong forms. */
 static bool
 get_varint(const uint8_t *p, size_t len, size_t *i, uint32_t *v)
@@ -686,7 +684,8 @@ emit_literal(uint8_t *out, size_t *n, size_t limit, const uint8_t *p,
         return false;
     }
     out[(*n)++] = 0;
-    if (!put_varint(out, n, limit, to - from) || limit - *n < to - from) {
+    if (!gpu_re_put_varint(out, n, limit, to - from)
+        || limit - *n < to - from) {
         return false;
     }
     memcpy(out + *n, p + from, to - from);
@@ -844,8 +843,8 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
             ok = emit_literal(out, &n, body_limit, p, cover, b);
             if (ok && n < body_limit) {
                 out[n++] = 1;
-                ok = (put_varint(out, &n, body_limit, base - r)
-                      && put_varint(out, &n, body_limit, f - b));
+                ok = (gpu_re_put_varint(out, &n, body_limit, base - r)
+                      && gpu_re_put_varint(out, &n, body_limit, f - b));
             } else {
                 ok = false;
             }
@@ -900,8 +899,11 @@ encode_done(struct gpu_re_encoder *e, int result, size_t len,
     if (result == GPU_RE_SHIM) {
         e->stats.shims++;
         e->stats.bytes_out += shim_len;
-        if (e->cfg.resync_packets
-            && ++e->shims_in_epoch >= e->cfg.resync_packets) {
+        e->shims_in_epoch++;
+        /* An encoder on the device starts the new epoch at its next
+         * submission: the batches in flight have this one's positions. */
+        if (e->cfg.resync_packets && !e->dev
+            && e->shims_in_epoch >= e->cfg.resync_packets) {
             gpu_re_encoder_resync(e);
         }
     } else {
@@ -1336,8 +1338,6 @@ gpu_re_decode(struct gpu_re_decoder *d, const uint8_t *shim, size_t len,
 #define IPPROTO_TCP_ 6
 #define IPPROTO_UDP_ 17
 
-/* struct gpu_re_frame (gpu-re.h) is the parse of a frame. */
-#define pkt gpu_re_frame
 
 /* The ones' complement sum of 'n' bytes (n even) at 'p', in native byte
  * order and not yet folded (RFC 1071: the sum does not depend on the byte
@@ -1430,7 +1430,7 @@ ipv4_csum_canonical(const uint8_t *ip)
  * qualify: both ends then classify the same frame the same way, and a
  * decoded frame is the original byte for byte. */
 static bool
-parse(const uint8_t *f, size_t len, struct pkt *k)
+parse(const uint8_t *f, size_t len, struct gpu_re_frame *k)
 {
     size_t ofs = ETH_HLEN;
     uint16_t type;
@@ -1484,7 +1484,7 @@ parse(const uint8_t *f, size_t len, struct pkt *k)
 /* Parses an eligible TCP/UDP frame: fills 'k' and returns the payload
  * length, or -1. */
 static int
-eligible(const uint8_t *f, size_t len, struct pkt *k)
+eligible(const uint8_t *f, size_t len, struct gpu_re_frame *k)
 {
     if (!parse(f, len, k)
         || (k->proto != IPPROTO_TCP_ && k->proto != IPPROTO_UDP_)) {
@@ -1500,7 +1500,7 @@ eligible(const uint8_t *f, size_t len, struct pkt *k)
 /* Sets the IP protocol and the datagram length after a change of
  * 'new_len' for the frame. */
 static void
-set_ip(uint8_t *f, const struct pkt *k, uint8_t proto, size_t new_len)
+set_ip(uint8_t *f, const struct gpu_re_frame *k, uint8_t proto, size_t new_len)
 {
     uint8_t *ip = f + k->l3;
 
@@ -1519,8 +1519,9 @@ set_ip(uint8_t *f, const struct pkt *k, uint8_t proto, size_t new_len)
  * l4_len filled in here) and 'body': IP protocol 253, the shim header,
  * the original L4 header, the body.  The caller checked that it fits. */
 static void
-frame_put_shim(uint8_t *f, size_t *len, const struct pkt *k, size_t plen,
-               uint8_t *hdr, const uint8_t *body, size_t body_len)
+frame_put_shim(uint8_t *f, size_t *len, const struct gpu_re_frame *k,
+               size_t plen, uint8_t *hdr, const uint8_t *body,
+               size_t body_len)
 {
     uint8_t l4[60];
     size_t new_len = *len - plen + GPU_RE_SHIM_HDR_LEN + body_len;
@@ -1539,7 +1540,7 @@ frame_put_shim(uint8_t *f, size_t *len, const struct pkt *k, size_t plen,
  * its payload's 'chunks' from a batch, or NULL to chunk it here. */
 static int
 encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
-             const struct pkt *k, size_t plen,
+             const struct gpu_re_frame *k, size_t plen,
              const struct gpu_re_chunks *chunks)
 {
     uint8_t *pay = f + k->l4 + k->l4_len;
@@ -1611,7 +1612,7 @@ start_body_len(size_t len)
     if (!len) {
         return 0;
     }
-    put_varint(v, &n, sizeof v, len);
+    gpu_re_put_varint(v, &n, sizeof v, len);
     return 1 + n + len;
 }
 
@@ -1684,7 +1685,7 @@ int
 gpu_re_encode_packet_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
                             size_t i, uint8_t *f, size_t *len, size_t cap)
 {
-    struct pkt k;
+    struct gpu_re_frame k;
     int plen;
 
     if (!e || !b || b->enc_dev != e->dev || i >= b->n_packets || !f || !len
@@ -1770,13 +1771,7 @@ gpu_re_encode_frame_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
                    r->body_len);
     e->stats.hits += r->hits;
     e->stats.hit_bytes += r->hit_bytes;
-    e->stats.cache_fill = cache_fill(&e->cache);
-    e->shims_in_epoch++;
-    /* resync_packets is applied at the next submission. */
-    e->stats.packets++;
-    e->stats.bytes_in += plen;
-    e->stats.shims++;
-    e->stats.bytes_out += GPU_RE_SHIM_HDR_LEN + r->body_len;
+    encode_done(e, GPU_RE_SHIM, plen, GPU_RE_SHIM_HDR_LEN + r->body_len);
     return GPU_RE_SHIM;
 }
 
@@ -1789,7 +1784,7 @@ gpu_re_frame_parse(const uint8_t *f, size_t len, struct gpu_re_frame *k)
 int
 gpu_re_packet_payload(const uint8_t *f, size_t len, size_t *ofs)
 {
-    struct pkt k;
+    struct gpu_re_frame k;
     int plen = f ? eligible(f, len, &k) : -1;
 
     if (plen >= 0 && ofs) {
@@ -1803,7 +1798,7 @@ gpu_re_encode_packet_chunks(struct gpu_re_encoder *e, uint8_t *f,
                             size_t *len, size_t cap,
                             const struct gpu_re_chunks *chunks)
 {
-    struct pkt k;
+    struct gpu_re_frame k;
     int plen;
 
     if (!e || !f || !len || *len > cap) {
@@ -1893,7 +1888,7 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
 
     /* Pack the eligible payloads back to back; results[] holds each
      * frame's batch index meanwhile (-1: not eligible). */
-    struct pkt *ks = malloc(n * sizeof *ks);
+    struct gpu_re_frame *ks = malloc(n * sizeof *ks);
     int *idx = malloc(n * sizeof *idx);
     uint32_t *rooms = malloc(n * sizeof *rooms);
     if (n && (!ks || !idx || !rooms)) {
@@ -1955,7 +1950,7 @@ gpu_re_decode_packet(struct gpu_re_decoder *d, uint8_t *f, size_t *len,
                      size_t cap)
 {
     struct shim_hdr h;
-    struct pkt k;
+    struct gpu_re_frame k;
     uint8_t l4[60];
     size_t body_ofs, body_len, new_len, l4room;
     int plen, r;

@@ -66,7 +66,7 @@ struct graph_args {
     uint32_t n_slots;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
     uint32_t pad[2];
-    struct gpu_re_enc_args enc; /* GPU_RE_BATCH_ENCODE. */
+    struct gpu_re_enc_args enc; /* An encoder's batch. */
 };
 
 /* An encoder's state on the device (re-private.h). */
@@ -89,7 +89,7 @@ struct cuda_batch {
     uint64_t *d_fps;
     struct gpu_re_hash *d_hashes;          /* GPU_RE_BATCH_HASHES. */
     struct gpu_re_hash *d_payload_hashes;
-    struct gpu_re_enc_result *d_enc_results;   /* GPU_RE_BATCH_ENCODE. */
+    struct gpu_re_enc_result *d_enc_results;   /* An encoder's batch. */
     uint8_t *d_enc_bodies;
     cudaStream_t copy;
     cudaEvent_t copied;
@@ -938,11 +938,15 @@ cuda_complete(struct gpu_re_batch *b, int error)
     struct cuda_batch *x = cb(b);
 
     if (x->fallback || error) {
-        /* The encoder's state on the device is not to be trusted: the
-         * host sends the batch raw and starts a new epoch. */
-        b->enc_failed = b->enc_dev != NULL;
         __atomic_fetch_add(&b->c->n_fallbacks, 1, __ATOMIC_RELAXED);
-        gpu_re_cpu_chunk_batch(b);
+        if (b->enc_dev) {
+            /* The encoder's state on the device is not to be trusted:
+             * the host sends the batch raw (no cuts needed) and starts a
+             * new epoch. */
+            b->enc_failed = true;
+        } else {
+            gpu_re_cpu_chunk_batch(b);
+        }
         x->fallback = false;
     }
     return GPU_OK;

@@ -495,9 +495,10 @@ hash_kernel(const uint8_t *__restrict__ data,
               payload_hashes);
 }
 
-/* ---- The encoder on the device (re-private.h): append, insert, encode.
- * Each returns past the work that the submission's 'a' gives it, so a
- * graph built for the batch's capacity serves every submission. ---- */
+/* ---- The encoder on the device (re-private.h): insert, encode, append,
+ * push.  Each returns past the work that the submission's 'a' gives it,
+ * so a graph built for the batch's capacity serves every submission.
+ * ---- */
 
 /* Copies payloads a->first .. n - 1 into the ring at their stream
  * positions, after they were encoded; of a batch longer than the ring,
@@ -763,7 +764,7 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
     }
 
     const uint8_t *pay = data + start;
-    uint8_t *out = bodies + start + (size_t) GPU_RE_ENC_SLACK * p;
+    uint8_t *out = bodies + gpu_re_enc_body_slot(offsets, p);
     uint64_t pos = a->base + (offsets[p] - offsets[a->first]);
     uint64_t low = pos > kd.size ? pos - kd.size : 0;
     struct enc_stream st = {
@@ -834,8 +835,7 @@ enc_push_body(const uint32_t *__restrict__ offsets, uint32_t n,
     for (uint32_t p = (blockIdx.x * blockDim.x + threadIdx.x) / 32; p < n;
          p += warps) {
         struct gpu_re_enc_result r = results[p];
-        size_t slot = (offsets[p] - offsets[0])
-                      + (size_t) GPU_RE_ENC_SLACK * p;
+        size_t slot = gpu_re_enc_body_slot(offsets, p);
 
         if (!lane) {
             h_results[p] = r;

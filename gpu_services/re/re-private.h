@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-/* ---- The encoder on the device (GPU_RE_BATCH_ENCODE batches). ----
+/* ---- The encoder on the device (gpu_re_encoder_batch_create()). ----
  *
  * The encoder's byte cache (a ring of 'size' bytes, addressed by stream
  * position) and its chunk table live in device memory; a batch's graph
@@ -94,7 +94,7 @@ struct gpu_re_enc_result {
 /* A body is at most the payload plus a literal's tag and length. */
 #define GPU_RE_ENC_SLACK 8
 
-static inline size_t
+GPU_RE_HD size_t
 gpu_re_enc_body_slot(const uint32_t *offsets, size_t i)
 {
     return (offsets[i] - offsets[0]) + GPU_RE_ENC_SLACK * i;
@@ -155,8 +155,8 @@ struct gpu_re_batch {
     struct gpu_re_hash *hashes;         /* By slot, as 'ends'. */
     struct gpu_re_hash *payload_hashes; /* By packet. */
 
-    /* GPU_RE_BATCH_ENCODE: the encoder's device state this batch encodes
-     * with, the submission's arguments, and its results (pinned). */
+    /* A batch of an encoder on the device: its device state, the
+     * submission's arguments, and its results (pinned). */
     void *enc_dev;
     struct gpu_re_enc_args enc_args;
     bool enc_clear;             /* Empty the device's table first. */
