@@ -619,7 +619,7 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
         t0 = now();
         if (on_device) {
             /* Chunking, hashing and encoding: one graph launch. */
-            gpu_re_encoder_submit(e, b, tdata, toffs + i, rooms, n);
+            gpu_re_encoder_submit(e, b, tdata, toffs + i, NULL, rooms, n);
         } else {
             gpu_re_batch_submit(b, NULL, tdata, toffs + i, n);
         }

@@ -401,6 +401,67 @@ gpu_host_registered_totals(size_t *n_ranges, size_t *n_bytes)
 }
 
 int
+gpu_gather_descs(const uint32_t *offsets, size_t n,
+                 const uint8_t *const *srcs, const char *staged_dev,
+                 struct gpu_gather_desc *out, uint32_t *n_out)
+{
+    struct gpu_gather_desc *run = NULL;     /* The staged run to extend. */
+    uint32_t base = n ? offsets[0] : 0;
+
+    *n_out = 0;
+    if (!n) {
+        return GPU_OK;
+    }
+    if (!srcs) {
+        if (staged_dev) {
+            /* All staged, one after the other: pieces of the whole,
+             * without a look at each packet (~3 ns a packet of the
+             * thread's time for 4,096 packets in ids-bench).  No more
+             * pieces than packets: 'out' has room for that many. */
+            uint32_t total = offsets[n] - base;
+            uint32_t piece = (total + n - 1) / n;
+
+            piece = piece > GPU_GATHER_RUN_BYTES ? piece
+                    : GPU_GATHER_RUN_BYTES;
+            for (uint32_t at = 0; at < total; at += piece) {
+                struct gpu_gather_desc *d = &out[(*n_out)++];
+
+                d->src = (uintptr_t) (staged_dev + at);
+                d->dst = at;
+                d->len = total - at < piece ? total - at : piece;
+            }
+        }
+        return GPU_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t dst = offsets[i] - base;
+        uint32_t len = offsets[i + 1] - offsets[i];
+        const uint8_t *src = srcs[i];
+        struct gpu_gather_desc *d;
+
+        if (!len || (!src && !staged_dev)) {
+            continue;
+        }
+        if (src) {
+            if (!gpu_host_readable_in_place(src, len)) {
+                return GPU_ERR_INVALID;
+            }
+            run = NULL;
+        } else if (run && run->dst + run->len == dst
+                   && run->len + len <= GPU_GATHER_RUN_BYTES) {
+            run->len += len;
+            continue;
+        }
+        d = &out[(*n_out)++];
+        d->src = (uintptr_t) (src ? (const char *) src : staged_dev + dst);
+        d->dst = dst;
+        d->len = len;
+        run = src ? NULL : d;
+    }
+    return GPU_OK;
+}
+
+int
 gpu_host_register(void *addr, size_t len, int device)
 {
     if (!addr || !len || len > UINTPTR_MAX - (uintptr_t) addr) {

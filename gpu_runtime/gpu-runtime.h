@@ -157,6 +157,33 @@ gpu_host_readable_in_place(const void *p, size_t len)
     return p && gpu_host_registered((const void *) start, end - start);
 }
 
+/* A payload a kernel gathers from host memory the device reads in
+ * place (gpu_gather_body() in gpu-gather.cuh): 'len' bytes at host
+ * address 'src' to offset 'dst' of a batch's device payloads. */
+struct gpu_gather_desc {
+    unsigned long long src;
+    uint32_t dst;
+    uint32_t len;
+};
+
+/* Longest run of payloads staged next to each other in a batch's host
+ * block that one descriptor covers (a warp pulls it 512 bytes a step). */
+#define GPU_GATHER_RUN_BYTES 2048
+
+/* Writes to 'out' (room for 'n' descriptors) the descriptors of a
+ * batch's 'n' payloads, packet i being offsets[i + 1] - offsets[i]
+ * bytes at offsets[i] - offsets[0] of the device's copy, and their count
+ * to '*n_out': those read in place where 'srcs[i]' is not NULL (an empty
+ * payload needs none), and, if 'staged_dev' (the batch's host block of
+ * staged payloads as the device addresses it) is not NULL, the others
+ * from there, neighbours merged up to GPU_GATHER_RUN_BYTES ('srcs' NULL:
+ * all staged, in pieces, with no look at each packet).  Returns
+ * GPU_ERR_INVALID if a payload of 'srcs' is not readable in place
+ * (gpu_host_readable_in_place()): a kernel reading it would fault. */
+int gpu_gather_descs(const uint32_t *offsets, size_t n,
+                     const uint8_t *const *srcs, const char *staged_dev,
+                     struct gpu_gather_desc *out, uint32_t *n_out);
+
 /* The registered ranges and their bytes, for show commands. */
 void gpu_host_registered_totals(size_t *n_ranges, size_t *n_bytes);
 

@@ -284,6 +284,8 @@ static const struct {
     [GPU_KNOB_IDS_ALERT_HOLD] = { "ids-alert-hold",
                                   "alert-mode gpu_ids holds its batches "
                                   "for their scan: %d" },
+    [GPU_KNOB_RE_COPY] = { "re-copy",
+                           "re_encode copies every gathered payload: %d" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -369,12 +371,14 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
         }
         if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
             || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)
-            || (knob == GPU_KNOB_IDS_ALERT_HOLD && n > 1)) {
+            || ((knob == GPU_KNOB_IDS_ALERT_HOLD
+                 || knob == GPU_KNOB_RE_COPY) && n > 1)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|re-slow|fec-slow US | "
                                         "fec-loss PPM | index-query-slow "
                                         "MS | pkt-heap N | "
-                                        "ids-alert-hold 0|1");
+                                        "ids-alert-hold 0|1 | "
+                                        "re-copy 0|1");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);

@@ -277,7 +277,11 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   ids-alert-hold 1: alert-mode gpu_ids holds its batches until their
  *   scan, as drop mode does (dropping nothing), so that the device can
  *   read their payloads in place rather than from copies: an experiment
- *   to be measured on a GPU before it becomes an option; 0 stops it. */
+ *   to be measured on a GPU before it becomes an option; 0 stops it.
+ *
+ *   re-copy 1: re_encode copies every gathered payload into its pinned
+ *   gather, as it did before the chunker read them in place, so that a
+ *   benchmark can measure both ways in one switch; 0 stops it. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
@@ -286,6 +290,7 @@ enum gpu_service_knob {
     GPU_KNOB_INDEX_QUERY_SLOW,
     GPU_KNOB_PKT_HEAP,
     GPU_KNOB_IDS_ALERT_HOLD,
+    GPU_KNOB_RE_COPY,
     GPU_KNOB_N
 };
 

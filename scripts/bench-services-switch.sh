@@ -125,6 +125,11 @@
 # ids-alert-hold, an experiment: the device then reads the payloads in
 # place).
 #
+# BENCH_RE_COPY=1 in the environment: re_encode copies every gathered
+# payload into its pinned gather (gpu/inject-fault re-copy) instead of
+# having the chunker read it in the held packet: the way before, to
+# measure both in one switch.
+#
 # BENCH_MAX_HOLD_US=US in the environment: other_config:gpu-max-hold-us
 # (USAGE.md), how long a held packet may wait for its device call: the
 # size of drop mode's scans against the packets held meanwhile.
@@ -562,6 +567,9 @@ start_row() {
     if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
         ovs-appctl gpu/inject-fault ids-alert-hold \
             $BENCH_IDS_ALERT_HOLD >/dev/null
+    fi
+    if test -n "${BENCH_RE_COPY:-}"; then
+        ovs-appctl gpu/inject-fault re-copy $BENCH_RE_COPY >/dev/null
     fi
 }
 

@@ -1883,14 +1883,20 @@ test_decode_in_place(void **state)
 struct dev_gather {
     size_t first, n;
     int idx[6 * 32];
+    const uint8_t *srcs[6 * 32];    /* The payloads read in place. */
 };
 
+/* Gathers frames [i0, i0 + ng) of 'got' (copies of 'orig') and submits
+ * their payloads, about half of them (at random, from 'r') read in place
+ * in their frames, which 'got' keeps unchanged until the gather is
+ * encoded: their bytes in 'data' are garbage, which a read of the wrong
+ * place would show. */
 static void
 dev_gather_submit(struct gpu_re_encoder *e, struct dev_gather *g,
                   struct gpu_re_batch *b, uint8_t *data, uint32_t *offsets,
                   uint32_t *rooms, const struct frame *orig,
                   struct frame *got, const size_t *caps, size_t i0,
-                  size_t ng)
+                  size_t ng, struct rng *r)
 {
     size_t np = 0;
 
@@ -1904,13 +1910,20 @@ dev_gather_submit(struct gpu_re_encoder *e, struct dev_gather *g,
         plen = gpu_re_packet_payload(x->buf, x->len, &ofs);
         g->idx[j] = -1;
         if (plen >= 0) {
-            memcpy(data + offsets[np], x->buf + ofs, plen);
+            if (rng_below(r, 2)) {
+                g->srcs[np] = x->buf + ofs;
+                memset(data + offsets[np], 0xa5, plen);
+            } else {
+                g->srcs[np] = NULL;
+                memcpy(data + offsets[np], x->buf + ofs, plen);
+            }
             offsets[np + 1] = offsets[np] + plen;
             rooms[np] = plen + caps[i0 + j] - x->len;
             g->idx[j] = np++;
         }
     }
-    assert_int_equal(gpu_re_encoder_submit(e, b, data, offsets, rooms, np),
+    assert_int_equal(gpu_re_encoder_submit(e, b, data, offsets, g->srcs,
+                                           rooms, np),
                      GPU_OK);
     g->first = i0;
     g->n = ng;
@@ -1980,7 +1993,8 @@ dev_burst(struct gpu_re_encoder *e, const struct frame *orig,
 /* An encoder on the device (config device_encode) against the host's
  * encoder and a decoder, on frames of a trace with repeats, gathered
  * 1 to 192 at a time with two gathers in flight (the second submitted
- * before the first is encoded), some through gpu_re_encode_packets():
+ * before the first is encoded), some through gpu_re_encode_packets(),
+ * about half the gathered payloads read in place in their frames:
  *
  *   - on the CPU backend the encoder stays on the host, so every frame
  *     must be byte for byte the plain host encoder's;
@@ -2048,6 +2062,13 @@ test_device_encode(void **state)
             gpu_re_chunker_config_init(&cc);
             cc.backend = backends[bi];
             assert_int_equal(gpu_re_chunker_create(&cc, &ch), GPU_OK);
+            if (cuda) {
+                /* Where the payloads read in place are, as DPDK's mbufs
+                 * are in the switch. */
+                assert_int_equal(gpu_host_register(got, n * sizeof *got,
+                                                   cc.device),
+                                 GPU_OK);
+            }
             cfg.device_encode = true;
             assert_int_equal(gpu_re_encoder_create(&cfg, ch, &ed), GPU_OK);
             assert_int_equal(gpu_re_encoder_on_device(ed), cuda);
@@ -2091,7 +2112,7 @@ test_device_encode(void **state)
                     }
                     dev_gather_submit(ed, &g[cur], b[cur], data[cur],
                                       offsets[cur], rooms[cur], orig, got,
-                                      caps, i0, ng);
+                                      caps, i0, ng, &r);
                 }
                 /* The older gather is encoded once the next one is on
                  * its way. */
@@ -2169,6 +2190,9 @@ test_device_encode(void **state)
             gpu_re_encoder_destroy(eh);
             gpu_re_decoder_destroy(d);
             gpu_re_chunker_destroy(ch);
+            if (cuda) {
+                assert_int_equal(gpu_host_unregister(got), GPU_OK);
+            }
             free(got);
             free(ref);
             free(res);

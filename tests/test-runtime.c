@@ -6,6 +6,7 @@
  */
 #include <config.h>
 
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,6 +248,128 @@ test_host_register(void **state)
     gpu_host_free(mem);
 }
 
+/* gpu_gather_descs() on random batches: replaying its descriptors (as
+ * gpu_gather_body() does on the device) into a buffer must give exactly
+ * the batch's payloads, whichever are read in place (in a registered
+ * range where there is a device) and however runs of staged ones are
+ * merged; no descriptor longer than GPU_GATHER_RUN_BYTES unless all are
+ * staged (pieces), none more than the packets; an empty payload needs
+ * none; a payload outside registered memory is refused. */
+static void
+test_gather_descs(void **state)
+{
+    enum { MAXP = 300, LEN = 1 << 20 };
+    uint64_t seed = test_seed_init("test-runtime");
+    bool device = gpu_device_count(NULL) > 0;
+    uint8_t *place = malloc(LEN);       /* Where payloads are in place. */
+    uint8_t *staged = malloc(MAXP * 1600);
+    uint8_t *want = malloc(MAXP * 1600);
+    uint8_t *got = malloc(MAXP * 1600);
+    struct gpu_gather_desc *descs = malloc(MAXP * sizeof *descs);
+    const uint8_t **srcs = malloc(MAXP * sizeof *srcs);
+    uint32_t offsets[MAXP + 1];
+    uint32_t n_out;
+
+    (void) state;
+    assert_true(place && staged && want && got && descs && srcs);
+    for (size_t i = 0; i < LEN; i++) {
+        place[i] = i * 131 + (i >> 9);
+    }
+    if (device) {
+        assert_int_equal(gpu_host_register(place, LEN, 0), GPU_OK);
+    }
+    for (int round = 0; round < 200; round++) {
+        struct rng r = rng_for_case(seed, 40, round);
+        size_t n = 1 + rng_below(&r, MAXP);
+        int mode = rng_below(&r, 3);    /* 0 all staged, 1 mixed, 2 all
+                                         * in place. */
+        bool use_srcs = mode || rng_below(&r, 2);
+        uint32_t base = rng_below(&r, 64);
+        size_t total;
+
+        offsets[0] = base;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t len = rng_below(&r, 8) ? rng_below(&r, 1500) : 0;
+            bool in_place = device && (mode == 2
+                                       || (mode == 1 && rng_below(&r, 2)));
+
+            offsets[i + 1] = offsets[i] + len;
+            srcs[i] = NULL;
+            if (in_place && len) {
+                srcs[i] = place + rng_below(&r, LEN - len);
+            }
+        }
+        total = offsets[n] - base;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t len = offsets[i + 1] - offsets[i];
+            uint8_t *at = staged + (offsets[i] - base);
+
+            if (srcs[i]) {
+                memcpy(want + (offsets[i] - base), srcs[i], len);
+                memset(at, 0xee, len);      /* Not to be read. */
+            } else {
+                for (uint32_t k = 0; k < len; k++) {
+                    at[k] = rng_next(&r);
+                }
+                memcpy(want + (offsets[i] - base), at, len);
+            }
+        }
+        assert_int_equal(gpu_gather_descs(offsets, n,
+                                          use_srcs ? srcs : NULL,
+                                          (const char *) staged, descs,
+                                          &n_out),
+                         GPU_OK);
+        assert_true(n_out <= n);
+        memset(got, 0x5a, total);
+        for (uint32_t k = 0; k < n_out; k++) {
+            assert_true(descs[k].len > 0);
+            assert_true(descs[k].dst + descs[k].len <= total);
+            if (use_srcs) {
+                assert_true(descs[k].len <= GPU_GATHER_RUN_BYTES
+                            || (const uint8_t *) (uintptr_t) descs[k].src
+                               < staged
+                            || (const uint8_t *) (uintptr_t) descs[k].src
+                               >= staged + total);
+            }
+            memcpy(got + descs[k].dst,
+                   (const void *) (uintptr_t) descs[k].src, descs[k].len);
+        }
+        if (memcmp(got, want, total)) {
+            fail_msg("GPU_TEST_SEED=0x%016" PRIx64 " round %d: the "
+                     "descriptors of %zu payloads (mode %d) do not give "
+                     "them", seed, round, n, mode);
+        }
+
+        /* Only those in place, with no staged block to read from: the
+         * staged bytes are left alone. */
+        assert_int_equal(gpu_gather_descs(offsets, n, srcs, NULL, descs,
+                                          &n_out),
+                         GPU_OK);
+        for (uint32_t k = 0; k < n_out; k++) {
+            const uint8_t *src = (const uint8_t *) (uintptr_t) descs[k].src;
+
+            assert_true(src >= place && src + descs[k].len <= place + LEN);
+        }
+    }
+
+    /* Outside registered memory: refused. */
+    offsets[0] = 0;
+    offsets[1] = 100;
+    srcs[0] = want;
+    assert_int_equal(gpu_gather_descs(offsets, 1, srcs, (const char *) staged,
+                                      descs, &n_out),
+                     GPU_ERR_INVALID);
+    if (device) {
+        assert_int_equal(gpu_host_unregister(place), GPU_OK);
+    }
+    free(place);
+    free(staged);
+    free(want);
+    free(got);
+    free(descs);
+    free(srcs);
+}
+
 static void
 test_streams(void **state)
 {
@@ -341,6 +464,7 @@ main(void)
         cmocka_unit_test(test_uint_parse),
         cmocka_unit_test(test_host_alloc),
         cmocka_unit_test(test_host_register),
+        cmocka_unit_test(test_gather_descs),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_graph),
         cmocka_unit_test(test_status_strings),

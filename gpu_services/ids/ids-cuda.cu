@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_runtime/gpu-gather.cuh"
 #include "gpu_runtime/gpu-graph.cuh"
 #include "gpu_services/ids/ids-private.h"
 
@@ -109,51 +110,14 @@ ids_warp_first(Pred pred)
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
-/* A payload the device reads in place (gpu_ids_submit_in_place()). */
-struct gather_desc {
-    unsigned long long src;     /* Its host address, registered. */
-    uint32_t dst;               /* Its offset in the batch's payloads. */
-    uint32_t len;
-};
-
 /* Largest grid of gather_kernel: warps stride over the payloads. */
 #define GATHER_BLOCKS 264
 
-/* Copies the 'n' payloads of 'd' from host memory registered with the
- * device (read over the bus, in place) to 'out': one warp a payload, in
- * aligned 16-byte loads (a registered range's pages are whole, so the
- * bytes around a payload that the loads cover are readable). */
-__device__ __forceinline__ void
-gather_body(const struct gather_desc *__restrict__ d, uint32_t n,
-            uint8_t *__restrict__ out)
-{
-    uint32_t n_warps = gridDim.x * blockDim.x / 32;
-    uint32_t lane = threadIdx.x % 32;
-
-    for (uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32; w < n;
-         w += n_warps) {
-        uintptr_t start = d[w].src, end = start + d[w].len;
-        uint8_t *o = out + d[w].dst;
-
-        for (uintptr_t a = (start & ~(uintptr_t) 15) + 16 * lane; a < end;
-             a += 16 * 32) {
-            uint4 v = *(const uint4 *) a;
-            const uint8_t *bytes = (const uint8_t *) &v;
-
-            for (int i = 0; i < 16; i++) {
-                if (a + i >= start && a + i < end) {
-                    o[a + i - start] = bytes[i];
-                }
-            }
-        }
-    }
-}
-
 __global__ void __launch_bounds__(THREADS)
-gather_kernel(const struct gather_desc *__restrict__ d, uint32_t n,
+gather_kernel(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
               uint8_t *__restrict__ out)
 {
-    gather_body(d, n, out);
+    gpu_gather_body(d, n, out);
 }
 
 /* Profiling events, in stream order. */
@@ -215,7 +179,7 @@ struct graph_args {
      * descriptors at 'descs', in the batch's host block right after the
      * payloads (read in place, gpu_ids_submit_in_place(), or staged in
      * the block). */
-    const struct gather_desc *descs;
+    const struct gpu_gather_desc *descs;
     uint32_t n_descs;
 };
 static_assert(sizeof(struct graph_args) % 4 == 0,
@@ -290,7 +254,7 @@ struct cuda_batch {
     struct graph graph;
     /* Payloads read in place: descriptors, pinned and on the device, for
      * 'max_packets', made at the first such submission. */
-    struct gather_desc *h_descs, *d_descs;
+    struct gpu_gather_desc *h_descs, *d_descs;
 };
 
 static struct cuda_matcher *
@@ -501,7 +465,7 @@ cuda_batch_init(struct gpu_ids_batch *b)
     L->hdrs = align256(L->offsets + (np + 1) * sizeof *c->d_offsets);
     L->data = align256(L->hdrs + np * sizeof *c->d_hdrs);
     L->size = (L->data + ((b->max_bytes + 7) & ~(size_t) 7) + 8 + 16
-               + np * sizeof(struct gather_desc));
+               + np * sizeof(struct gpu_gather_desc));
     error = CK(cudaMalloc((void **) &c->d_io, L->size));
     if (!error) {
         c->d_ctr_out = (uint32_t *) (c->d_io + L->ctr_out);
@@ -663,7 +627,7 @@ graph_pull_kernel(const struct graph_args *__restrict__ g,
     for (uint32_t i = tid; i < n; i += stride) {
         d_hdrs[i] = h_hdrs[i];
     }
-    gather_body(g->descs, g->n_descs, (uint8_t *) g->scan.data);
+    gpu_gather_body(g->descs, g->n_descs, (uint8_t *) g->scan.data);
 }
 
 template <bool REMAP>
@@ -824,75 +788,18 @@ graph_usable(struct gpu_ids_batch *b, const struct io_layout *L)
                 || !graph_build(b, false)));
 }
 
-/* Longest run of payloads staged next to each other in the batch's host
- * block that one descriptor covers: a warp pulls it 512 bytes at a
- * time. */
-#define PULL_RUN_BYTES 2048
-
-#define MIN(A, B) ((A) < (B) ? (A) : (B))
-#define MAX(A, B) ((A) > (B) ? (A) : (B))
-#define DIV_ROUND_UP(X, Y) (((X) + (Y) - 1) / (Y))
-
 /* Writes to 'out' (room for 'b''s packets) the descriptors of the
- * payloads of 'b''s submission that the device gathers, their count to
- * '*n': those read in place, where they are (an empty one needs none:
- * nothing of it is read), and if 'h_data_dev' (the batch's host payloads
- * as the device addresses them) is not NULL, those staged there too,
- * neighbours merged up to PULL_RUN_BYTES.  Returns GPU_ERR_INVALID, for
- * the CPU to match the batch, if one is not where the device may read
- * it: a kernel reading it would fault and leave the context unusable. */
+ * payloads of 'b''s submission that the device gathers
+ * (gpu_gather_descs()): those read in place and, if 'h_data_dev' (the
+ * batch's host payloads as the device addresses them) is not NULL, those
+ * staged there too.  GPU_ERR_INVALID, for the CPU to match the batch,
+ * if one is not where the device may read it. */
 static int
 fill_descs(const struct gpu_ids_batch *b, const char *h_data_dev,
-           struct gather_desc *out, uint32_t *n)
+           struct gpu_gather_desc *out, uint32_t *n)
 {
-    struct gather_desc *run = NULL;     /* The staged run to extend. */
-    uint32_t base = b->offsets[0];
-
-    *n = 0;
-    if (h_data_dev && (!b->srcs || !b->n_in_place)) {
-        /* All staged, one after the other: pieces of the whole, without
-         * a look at each packet (~3 ns a packet of the thread's time for
-         * 4,096 packets in ids-bench). */
-        uint32_t total = b->offsets[b->n_packets] - base;
-        /* No more pieces than packets: room for that many. */
-        uint32_t piece = MAX(PULL_RUN_BYTES,
-                             DIV_ROUND_UP(total, b->n_packets));
-
-        for (uint32_t at = 0; at < total; at += piece) {
-            struct gather_desc *d = &out[(*n)++];
-
-            d->src = (uintptr_t) (h_data_dev + at);
-            d->dst = at;
-            d->len = MIN(piece, total - at);
-        }
-        return GPU_OK;
-    }
-    for (size_t i = 0; i < b->n_packets; i++) {
-        uint32_t dst = b->offsets[i] - base;
-        uint32_t len = b->offsets[i + 1] - b->offsets[i];
-        const uint8_t *src = b->srcs[i];
-
-        if (!len || (!src && !h_data_dev)) {
-            continue;
-        }
-        if (src) {
-            if (!gpu_host_readable_in_place(src, len)) {
-                return GPU_ERR_INVALID;
-            }
-            run = NULL;
-        } else if (run && run->dst + run->len == dst
-                   && run->len + len <= PULL_RUN_BYTES) {
-            run->len += len;
-            continue;
-        }
-        struct gather_desc *d = &out[(*n)++];
-
-        d->src = (uintptr_t) (src ? (const char *) src : h_data_dev + dst);
-        d->dst = dst;
-        d->len = len;
-        run = src ? NULL : d;
-    }
-    return GPU_OK;
+    return gpu_gather_descs(b->offsets, b->n_packets, b->srcs, h_data_dev,
+                            out, n);
 }
 
 /* Queues the copy of the payloads that 'b''s submission left in place
@@ -955,7 +862,7 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     int error;
 
     error = fill_descs(b, c->graph.h_io_dev + L->data,
-                       (struct gather_desc *) (c->h_io + L->data + in),
+                       (struct gpu_gather_desc *) (c->h_io + L->data + in),
                        &n_descs);
     if (error) {
         return error;
@@ -964,7 +871,7 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     ga->check = *ca;
     ga->n_packets = b->n_packets;
     ga->seq = gpu_graph_next_seq(&c->graph.g);
-    ga->descs = (const struct gather_desc *) (c->graph.h_io_dev + L->data
+    ga->descs = (const struct gpu_gather_desc *) (c->graph.h_io_dev + L->data
                                               + in);
     ga->n_descs = n_descs;
     struct gpu_graph *g = &c->graph.g;

@@ -191,6 +191,21 @@ void gpu_re_batch_destroy(struct gpu_re_batch *);
 int gpu_re_batch_submit(struct gpu_re_batch *, struct gpu_stream *,
                         const uint8_t *data, const uint32_t *offsets,
                         size_t n_packets);
+/* The same, but payload i is read where it is, offsets[i + 1] -
+ * offsets[i] bytes at 'srcs[i]', where that is not NULL, and
+ * data[offsets[i] .. offsets[i + 1]) is not read: the caller need not
+ * copy it (the offsets are laid out as if it had).  On CUDA such a
+ * payload must lie in memory registered with gpu_host_register()
+ * (gpu_host_readable_in_place()), which a kernel reads over the bus,
+ * else GPU_ERR_INVALID; on the CPU anywhere.  Neither the payloads nor
+ * 'srcs' may change until the submission completes.  'srcs' NULL is
+ * gpu_re_batch_submit().  The results are those of the same payloads
+ * copied. */
+int gpu_re_batch_submit_in_place(struct gpu_re_batch *,
+                                 struct gpu_stream *, const uint8_t *data,
+                                 const uint32_t *offsets,
+                                 const uint8_t *const *srcs,
+                                 size_t n_packets);
 /* Runs the last submission's kernels again on the data already on the
  * device, with no copies: kernel-only timing.  CPU: chunks again. */
 int gpu_re_batch_resubmit(struct gpu_re_batch *, struct gpu_stream *);
@@ -385,13 +400,15 @@ bool gpu_re_encoder_on_device(const struct gpu_re_encoder *);
 int gpu_re_encoder_batch_create(struct gpu_re_encoder *, size_t max_packets,
                                 size_t max_bytes, struct gpu_re_batch **);
 
-/* Submits payloads as gpu_re_batch_submit() does, to be encoded in that
- * order.  'rooms[i]' (NULL: no limit) is how many bytes payload i's
- * shim may take in its frame (the payload's length plus the buffer's
- * room past the frame): only the epoch's first shim can be longer than
- * its payload.  For an encoder on the host this only chunks. */
+/* Submits payloads as gpu_re_batch_submit_in_place() does ('srcs' NULL:
+ * all in 'data'), to be encoded in that order.  'rooms[i]' (NULL: no
+ * limit) is how many bytes payload i's shim may take in its frame (the
+ * payload's length plus the buffer's room past the frame): only the
+ * epoch's first shim can be longer than its payload.  For an encoder on
+ * the host this only chunks. */
 int gpu_re_encoder_submit(struct gpu_re_encoder *, struct gpu_re_batch *,
                           const uint8_t *data, const uint32_t *offsets,
+                          const uint8_t *const *srcs,
                           const uint32_t *rooms, size_t n_packets);
 
 /* After gpu_re_batch_wait() or _poll(): encodes 'frame' ('*len' bytes

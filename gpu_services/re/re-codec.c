@@ -1619,7 +1619,8 @@ start_body_len(size_t len)
 int
 gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
                       const uint8_t *data, const uint32_t *offsets,
-                      const uint32_t *rooms, size_t n)
+                      const uint8_t *const *srcs, const uint32_t *rooms,
+                      size_t n)
 {
     struct gpu_re_enc_args *a;
     uint64_t cached, end;
@@ -1631,7 +1632,8 @@ gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     }
     b->enc_ahead = 0;
     if (!e->dev) {
-        return gpu_re_batch_submit(b, NULL, data, offsets, n);
+        return gpu_re_batch_submit_in_place(b, NULL, data, offsets, srcs,
+                                            n);
     }
     if (b->enc_dev != e->dev || n > b->max_packets) {
         return GPU_ERR_INVALID;
@@ -1668,7 +1670,7 @@ gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     a->first = first;
     b->enc_clear = e->clear_dev;
     b->enc_epoch = e->epoch;
-    error = gpu_re_batch_submit(b, NULL, data, offsets, n);
+    error = gpu_re_batch_submit_in_place(b, NULL, data, offsets, srcs, n);
     if (error) {
         return error;
     }
@@ -1911,7 +1913,7 @@ gpu_re_encode_packets(struct gpu_re_encoder *e, uint8_t **frames,
         }
     }
     error = gpu_re_encoder_submit(e, e->batch, e->bdata, e->boffsets,
-                                  rooms, np);
+                                  NULL, rooms, np);
     if (!error) {
         error = gpu_re_batch_wait(e->batch);
     }

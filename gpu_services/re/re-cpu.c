@@ -98,15 +98,15 @@ gpu_re_cpu_chunk_batch(struct gpu_re_batch *b)
     size_t i;
 
     for (i = 0; i < b->n_packets; i++) {
-        uint32_t ofs = b->offsets[i] - b->offsets[0];
+        const uint8_t *payload = gpu_re_batch_payload(b, i);
         uint32_t len = b->offsets[i + 1] - b->offsets[i];
         size_t slot = gpu_re_slot_base(b->offsets, i,
                                        c->cfg.params.min_chunk);
 
-        chunk_one(&c->tables, &c->kp, b->data + ofs, len, b->ends + slot,
+        chunk_one(&c->tables, &c->kp, payload, len, b->ends + slot,
                   b->want_fps ? b->fps + slot : NULL, len + 1);
         if (b->want_hashes) {
-            gpu_re_hash_packet(b->data + ofs, len, b->ends + slot,
+            gpu_re_hash_packet(payload, len, b->ends + slot,
                                b->hashes + slot, &b->payload_hashes[i]);
         }
     }

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_runtime/gpu-gather.cuh"
 #include "gpu_runtime/gpu-graph.cuh"
 #include "gpu_services/re/re-private.h"
 #include "gpu_services/re/re-kernels.cuh"
@@ -65,7 +66,12 @@ struct graph_args {
     uint32_t span;              /* max_len - min_len, at least 1. */
     uint32_t n_slots;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
-    uint32_t pad[2];
+    /* Payloads the graph gathers itself, from where they are (read in
+     * place, or staged in the caller's pinned block): 'n_descs'
+     * descriptors 'descs_at' bytes from the start of these arguments,
+     * after the offsets. */
+    uint32_t n_descs;
+    uint32_t descs_at;
     struct gpu_re_enc_args enc; /* An encoder's batch. */
 };
 
@@ -103,10 +109,16 @@ struct cuda_batch {
      * the sizes from 'd_args' and the last ones push the results into
      * the batch's pinned (mapped) host buffers. */
     struct gpu_graph graph;
-    struct graph_args *h_args;  /* Pinned, with room for the offsets... */
+    struct graph_args *h_args;  /* Pinned, with room for the offsets and
+                                 * the descriptors... */
     struct graph_args *d_args;  /* ...and the device's copy. */
     bool graph_inputs;          /* The inputs on the device are the last
                                  * graph launch's (for a resubmission). */
+
+    /* The caller's block of staged payloads as the device addresses it
+     * (NULL: not pinned, so copied), for the last block seen. */
+    const uint8_t *staged_host;
+    const char *staged_dev;
 };
 
 static struct cuda_chunker *
@@ -466,6 +478,27 @@ args_offsets(const struct graph_args *a)
     return (const uint32_t *) (a + 1);
 }
 
+/* Largest grid of the gathers: warps stride over the descriptors. */
+#define GATHER_BLOCKS 264
+
+/* The payloads the submission left where they are, into the device's
+ * copy (the kernel-by-kernel path: after the copy of the rest). */
+static __global__ void __launch_bounds__(THREADS)
+gather_kernel(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
+              uint8_t *__restrict__ out)
+{
+    gpu_gather_body(d, n, out);
+}
+
+/* The graph's first kernel: the payloads its descriptors name (none if
+ * the submission copied them all). */
+static __global__ void __launch_bounds__(THREADS)
+graph_gather_kernel(const struct graph_args *a, uint8_t *__restrict__ out)
+{
+    gpu_gather_body((const struct gpu_gather_desc *)
+                    ((const char *) a + a->descs_at), a->n_descs, out);
+}
+
 __global__ void __launch_bounds__(SORT_THREADS)
 graph_hist_kernel(const struct graph_args *a, uint32_t *count)
 {
@@ -624,6 +657,7 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     const uint32_t *order = NULL;
     int error = GPU_OK;
 
+    graph_gather_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(a, x->d_data);
     if (c->cfg.remap) {
         uint32_t seg = c->cfg.segment;
         uint32_t items = (b->max_bytes + seg - 1) / seg;
@@ -741,18 +775,83 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
 
 /* Builds 'b''s graph and its argument blocks, once.  Returns GPU_OK, or
  * an error after which the batch goes on kernel by kernel. */
-static int
-graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
+/* Where the descriptors go in the arguments of a submission of 'n'
+ * payloads: after the offsets, 16-byte aligned. */
+static size_t
+args_descs_at(size_t n)
 {
-    size_t size = sizeof *x->h_args
-                  + (b->max_packets + 1) * sizeof *b->offsets;
-    void *capture;
+    return ((sizeof(struct graph_args) + (n + 1) * sizeof(uint32_t) + 15)
+            & ~(size_t) 15);
+}
+
+/* The batch's argument blocks, pinned and on the device, once. */
+static int
+args_alloc(struct gpu_re_batch *b, struct cuda_batch *x)
+{
+    size_t size = (args_descs_at(b->max_packets)
+                   + b->max_packets * sizeof(struct gpu_gather_desc));
     int error;
 
+    if (x->h_args) {
+        return GPU_OK;
+    }
     error = CK(cudaMallocHost((void **) &x->h_args, size));
     if (!error) {
         error = CK(cudaMalloc((void **) &x->d_args, size));
+        if (error) {
+            cudaFreeHost(x->h_args);
+            x->h_args = NULL;
+        }
     }
+    return error;
+}
+
+/* The device's address of the caller's block of staged payloads, or
+ * NULL if it has none (not pinned: the block is copied). */
+static const char *
+staged_dev(struct gpu_re_batch *b, struct cuda_batch *x)
+{
+    if (x->staged_host != b->data) {
+        void *d = NULL;
+
+        x->staged_host = b->data;
+        if (cudaHostGetDevicePointer(&d, (void *) b->data, 0)
+            != cudaSuccess) {
+            cudaGetLastError();
+            d = NULL;
+        }
+        x->staged_dev = (const char *) d;
+    }
+    return x->staged_dev;
+}
+
+/* Writes the descriptors of the payloads the device gathers for the
+ * current submission into the arguments 'a' (pinned), after 'n' offsets:
+ * those read in place, and if 'staged' those staged there too.  Returns
+ * the arguments' bytes with them, or 0 (GPU_ERR_INVALID in '*error') if
+ * a payload is not where the device may read it. */
+static size_t
+args_put_descs(struct gpu_re_batch *b, struct graph_args *a,
+               const char *staged, int *error)
+{
+    size_t at = args_descs_at(b->n_packets);
+    uint32_t n_descs;
+
+    *error = gpu_gather_descs(b->offsets, b->n_packets, b->srcs, staged,
+                              (struct gpu_gather_desc *) ((char *) a + at),
+                              &n_descs);
+    a->n_descs = *error ? 0 : n_descs;
+    a->descs_at = at;
+    return *error ? 0 : at + n_descs * sizeof(struct gpu_gather_desc);
+}
+
+static int
+graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
+{
+    void *capture;
+    int error;
+
+    error = args_alloc(b, x);
     if (!error) {
         error = gpu_graph_capture_begin(&x->graph, &capture);
     }
@@ -768,7 +867,10 @@ graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
 }
 
 /* Submits 'b' as its graph: the arguments and offsets in one copy, the
- * payloads in another, then the launch.  'again': the inputs on the
+ * payloads in another, then the launch.  With payloads read in place the
+ * graph's first kernel gathers them all by descriptors (copied with the
+ * arguments) from where they are, the staged ones from the caller's
+ * pinned block, and nothing else is copied.  'again': the inputs on the
  * device are the last graph launch's; only the arguments go again (a new
  * sequence number). */
 static int
@@ -778,8 +880,10 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
     struct graph_args *a = x->h_args;
     size_t n = b->n_packets;
     size_t size = sizeof *a;
-    int error;
+    bool copy_data = !again;
+    int error = GPU_OK;
 
+    a->n_descs = 0;
     if (!again) {
         a->n = n;
         a->n_bytes = b->n_bytes;
@@ -790,11 +894,24 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->enc = b->enc_args;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
         size += (n + 1) * sizeof *b->offsets;
+        if (b->srcs) {
+            const char *staged = staged_dev(b, x);
+
+            size = args_put_descs(b, a, staged, &error);
+            if (error) {
+                return error;
+            }
+            copy_data = !staged;
+        }
     }
     a->seq = gpu_graph_next_seq(&x->graph);
-    error = CK(cudaMemcpyAsync(x->d_args, a, size, cudaMemcpyHostToDevice,
-                               s));
-    if (!error && !again) {
+    if (!error) {
+        error = CK(cudaMemcpyAsync(x->d_args, a, size,
+                                   cudaMemcpyHostToDevice, s));
+    }
+    if (!error && copy_data) {
+        /* Holes where the payloads read in place go, if any: the graph
+         * gathers them after. */
         error = CK(cudaMemcpyAsync(x->d_data, b->data, b->n_bytes,
                                    cudaMemcpyHostToDevice, s));
     }
@@ -845,6 +962,27 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
         if (!error) {
             error = CK(cudaMemcpyAsync(x->d_data, b->data, b->n_bytes,
                                        cudaMemcpyHostToDevice, x->copy));
+        }
+        if (!error && b->srcs) {
+            /* Then the payloads read in place, into the copy's holes. */
+            size_t size = 0;
+
+            error = args_alloc(b, x);
+            if (!error) {
+                size = args_put_descs(b, x->h_args, NULL, &error);
+            }
+            if (!error) {
+                error = CK(cudaMemcpyAsync(x->d_args, x->h_args, size,
+                                           cudaMemcpyHostToDevice,
+                                           x->copy));
+            }
+            if (!error) {
+                gather_kernel<<<GATHER_BLOCKS, THREADS, 0, x->copy>>>(
+                    (const struct gpu_gather_desc *)
+                    ((const char *) x->d_args + x->h_args->descs_at),
+                    x->h_args->n_descs, x->d_data);
+                error = CK(cudaGetLastError());
+            }
         }
         if (!error) {
             error = CK(cudaEventRecord(x->copied, x->copy));

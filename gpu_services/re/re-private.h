@@ -145,6 +145,11 @@ struct gpu_re_batch {
     /* The current submission. */
     const uint8_t *data;        /* Caller's pointer + offsets[0]. */
     const uint32_t *offsets;
+    /* Payloads read where they are (gpu_re_batch_submit_in_place()):
+     * payload i is at srcs[i] if that is not NULL, else in 'data'.  NULL
+     * if none is. */
+    const uint8_t *const *srcs;
+    size_t n_in_place;
     size_t n_packets, n_bytes;
     uint32_t min_len, max_len;  /* Over the packets, for the grouping. */
     bool busy;
@@ -168,6 +173,14 @@ struct gpu_re_batch {
      * for gpu_re_encode_packet_result(). */
     size_t enc_ahead;
 };
+
+/* Where the current submission's payload 'i' is for the host to read. */
+static inline const uint8_t *
+gpu_re_batch_payload(const struct gpu_re_batch *b, size_t i)
+{
+    return (b->srcs && b->srcs[i] ? b->srcs[i]
+            : b->data + (b->offsets[i] - b->offsets[0]));
+}
 
 /* gpu_re_batch_create_flags() for an encoder on the device ('enc_dev',
  * from the provider's enc_init). */

@@ -289,7 +289,17 @@ gpu_re_batch_submit(struct gpu_re_batch *b, struct gpu_stream *stream,
                     const uint8_t *data, const uint32_t *offsets,
                     size_t n_packets)
 {
-    size_t i;
+    return gpu_re_batch_submit_in_place(b, stream, data, offsets, NULL,
+                                        n_packets);
+}
+
+int
+gpu_re_batch_submit_in_place(struct gpu_re_batch *b,
+                             struct gpu_stream *stream, const uint8_t *data,
+                             const uint32_t *offsets,
+                             const uint8_t *const *srcs, size_t n_packets)
+{
+    size_t i, n_in_place = 0;
     int error;
 
     if (!b || !offsets || n_packets > b->max_packets
@@ -309,12 +319,15 @@ gpu_re_batch_submit(struct gpu_re_batch *b, struct gpu_stream *stream,
         }
         b->min_len = len < b->min_len ? len : b->min_len;
         b->max_len = len > b->max_len ? len : b->max_len;
+        n_in_place += srcs && srcs[i] && len;
     }
     if (offsets[n_packets] - offsets[0] > b->max_bytes) {
         return GPU_ERR_INVALID;
     }
     b->data = data ? data + offsets[0] : NULL;
     b->offsets = offsets;
+    b->srcs = n_in_place ? srcs : NULL;
+    b->n_in_place = n_in_place;
     b->n_packets = n_packets;
     b->n_bytes = offsets[n_packets] - offsets[0];
     if (!n_packets) {
