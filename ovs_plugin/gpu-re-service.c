@@ -684,7 +684,9 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
             /* The held packet does not change until it is encoded: the
              * chunker reads its payload there, on the CPU anywhere, on
              * the device where it may (DPDK's mbufs, registered), rather
-             * than have the PMD copy it (~50-80 ns a packet). */
+             * than have the PMD copy it: 12-15% more forwarded on four
+             * PMDs of the H100 machine, whose copies shared the memory
+             * system (docs/PERFORMANCE.md, nineteenth session). */
             if (lens[i] >= GPU_SERVICE_IN_PLACE_MIN
                 && !gpu_service_test_knob(GPU_KNOB_RE_COPY)
                 && (!gt->cuda

@@ -773,8 +773,6 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     return error ? error : CK(cudaGetLastError());
 }
 
-/* Builds 'b''s graph and its argument blocks, once.  Returns GPU_OK, or
- * an error after which the batch goes on kernel by kernel. */
 /* Where the descriptors go in the arguments of a submission of 'n'
  * payloads: after the offsets, 16-byte aligned. */
 static size_t
@@ -826,7 +824,7 @@ staged_dev(struct gpu_re_batch *b, struct cuda_batch *x)
 }
 
 /* Writes the descriptors of the payloads the device gathers for the
- * current submission into the arguments 'a' (pinned), after 'n' offsets:
+ * current submission into the arguments 'a' (pinned), after its offsets:
  * those read in place, and if 'staged' those staged there too.  Returns
  * the arguments' bytes with them, or 0 (GPU_ERR_INVALID in '*error') if
  * a payload is not where the device may read it. */
@@ -845,6 +843,8 @@ args_put_descs(struct gpu_re_batch *b, struct graph_args *a,
     return *error ? 0 : at + n_descs * sizeof(struct gpu_gather_desc);
 }
 
+/* Builds 'b''s graph and its argument blocks, once.  Returns GPU_OK, or
+ * an error after which the batch goes on kernel by kernel. */
 static int
 graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
 {
