@@ -1590,6 +1590,71 @@ test_packets(void **state)
     trace_free(&t);
 }
 
+/* The IPv4 header checksum through an encoder and a decoder, for every
+ * value of the header's identification field (so every residue of the
+ * header's sum, the ones' complement zero among them, both in the
+ * original and in the shim's header): each shim's checksum is verified
+ * here independently, and each frame must come out of the decoder byte
+ * for byte, its checksum included. */
+static void
+test_ipv4_checksum_sweep(void **state)
+{
+    uint64_t seed = case_seed(13, 0);
+    struct rng r = { seed };
+    struct gpu_re_config cfg;
+    struct gpu_re_encoder *e;
+    struct gpu_re_decoder *d;
+    struct frame orig, x;
+    uint8_t pay[400];
+    size_t l3, n_shims = 0, zero_orig = 0, zero_shim = 0;
+
+    (void) state;
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+    fill_random(&r, pay, sizeof pay);
+    l3 = build_frame(&orig, &r, false, false, false, pay, sizeof pay);
+    gpu_re_config_init(&cfg);
+    assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+    assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+    for (uint32_t id = 0; id <= UINT16_MAX; id++) {
+        uint8_t *ip = orig.buf + l3;
+        uint16_t c;
+        int res, want;
+
+        ip[4] = id >> 8;
+        ip[5] = id;
+        ip[10] = ip[11] = 0;
+        c = ~fold(sum16(ip, 20, 0));
+        ip[10] = c >> 8;
+        ip[11] = c;
+        zero_orig += !c;
+
+        x = orig;
+        res = gpu_re_encode_packet(e, x.buf, &x.len, sizeof x.buf);
+        assert_true(res == GPU_RE_SHIM || res == GPU_RE_RAW);
+        want = res == GPU_RE_SHIM ? GPU_RE_DECODED : GPU_RE_RAW;
+        if (res == GPU_RE_SHIM) {
+            n_shims++;
+            zero_shim += !x.buf[l3 + 10] && !x.buf[l3 + 11];
+            if (!ipv4_hdr_ok(x.buf + l3)) {
+                fail_msg("seed 0x%016" PRIx64 ": id %" PRIu32 ": the "
+                         "shim's IPv4 checksum is wrong", seed, id);
+            }
+        }
+        res = gpu_re_decode_packet(d, x.buf, &x.len, sizeof x.buf);
+        assert_int_equal(res, want);
+        if (x.len != orig.len || memcmp(x.buf, orig.buf, x.len)) {
+            fail_msg("seed 0x%016" PRIx64 ": id %" PRIu32 ": the frame "
+                     "does not come back (result %d)", seed, id, res);
+        }
+    }
+    print_message("  %zu shims; checksum 0 in %zu originals and %zu "
+                  "shims\n", n_shims, zero_orig, zero_shim);
+    assert_true(n_shims > 60000);
+    assert_true(zero_orig > 0 && zero_shim > 0);
+    gpu_re_encoder_destroy(e);
+    gpu_re_decoder_destroy(d);
+}
+
 /* The encoder's gathered path, as re_encode holds datapath bursts: the
  * payloads of several bursts chunked in one batch (polled for), then the
  * frames encoded in order with gpu_re_encode_packet_chunks(), must give
@@ -2236,6 +2301,7 @@ main(void)
         cmocka_unit_test(test_loss_reorder),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_packets),
+        cmocka_unit_test(test_ipv4_checksum_sweep),
         cmocka_unit_test(test_packets_gathered),
         cmocka_unit_test(test_decode_in_place),
         cmocka_unit_test(test_device_encode),
