@@ -21,7 +21,9 @@
  * CPU chunker: grouping by length (a permutation, longest first) and the
  * cuts and fingerprints of every packet, for every window variant.  For
  * machines without a GPU, where the CUDA backend cannot run: it checks
- * the kernels' logic, not the device.
+ * the kernels' logic, not the device.  Also the warp gather of payloads
+ * read in place (gpu_runtime/gpu-gather.cuh) that the graphs start
+ * with.
  *
  * Build and run (from the top of the tree, no configure needed):
  *
@@ -160,6 +162,7 @@ __ffs(uint32_t x)
 }
 
 #include "gpu_services/re/re-kernels.cuh"
+#include "gpu_runtime/gpu-gather.cuh"
 
 /* Runs kernel 'f' on a grid of 'grid' blocks of 'threads' threads. */
 template <typename F>
@@ -527,6 +530,71 @@ run_encode_case(uint64_t cache, size_t n_docs)
     return errors;
 }
 
+/* gpu_gather_body() (gpu_runtime/gpu-gather.cuh), as re_encode's and
+ * gpu_ids' graphs run it, on 'n' payloads of 0 to 1,499 bytes: first
+ * each somewhere in a buffer, at every alignment (the descriptors of
+ * payloads read in place), then staged back to back in a block, in the
+ * pieces and the merged runs gpu_gather_descs() makes of it.  Each time
+ * the gathered copy must be exactly the payloads, and nothing past
+ * them written.  Returns the number of failures. */
+static int
+run_gather_case(size_t n)
+{
+    std::vector<uint8_t> place(n * 1600 + 64), want, got;
+    std::vector<uint32_t> offsets(n + 1);
+    std::vector<const uint8_t *> srcs(n, nullptr);
+    std::vector<struct gpu_gather_desc> d(n);
+    uint32_t n_descs = 0;
+    int errors = 0;
+
+    for (auto &b : place) {
+        b = rnd();
+    }
+    offsets[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t len = rnd() % 8 ? rnd() % 1500 : 0;
+        /* 16 bytes clear of both ends: the 16-byte loads around a
+         * payload stay inside the buffer, as inside a registered page. */
+        size_t at = 16 + rnd() % (place.size() - 32 - len);
+        const uint8_t *p = place.data() + at;
+
+        offsets[i + 1] = offsets[i] + len;
+        want.insert(want.end(), p, p + len);
+        if (len) {
+            d[n_descs].src = (uintptr_t) p;
+            d[n_descs].dst = offsets[i];
+            d[n_descs++].len = len;
+        }
+    }
+    std::vector<uint8_t> staged(want);
+    staged.resize(want.size() + 32);
+
+    for (int round = 0; round < 3; round++) {
+        if (round) {
+            /* The same payloads staged: in pieces (no 'srcs'), then in
+             * runs merged packet by packet (none of 'srcs' set). */
+            gpu_gather_descs(offsets.data(), n,
+                             round == 1 ? nullptr : srcs.data(),
+                             (const char *) staged.data(), d.data(),
+                             &n_descs);
+        }
+        got.assign(want.size() + 32, 0x5a);
+        launch(3, 64, [&] {
+            gpu_gather_body(d.data(), n_descs, got.data());
+        });
+        bool ok = !memcmp(got.data(), want.data(), want.size());
+
+        for (size_t k = want.size(); k < got.size(); k++) {
+            ok = ok && got[k] == 0x5a;
+        }
+        printf("  gather of %zu payloads (%s), %u descriptors: %s\n", n,
+               round == 0 ? "in place" : round == 1 ? "staged, pieces"
+               : "staged, runs", n_descs, ok ? "exact" : "DIFFERENT");
+        errors += !ok;
+    }
+    return errors;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -554,6 +622,7 @@ main(int argc, char **argv)
     }
     errors += run_encode_case(64 * 1024, 40);
     errors += run_encode_case(1024 * 1024, 40);
+    errors += run_gather_case(300);
     printf("re-kernel-emu: %s\n", errors ? "FAILED" : "kernels match the "
            "CPU chunker and the decoder");
     return errors != 0;
