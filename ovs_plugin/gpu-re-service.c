@@ -504,6 +504,15 @@ re_held_encode(struct re_peer *p, struct re_held *h,
         size_t len = dp_packet_size(packets->packets[i]);
         int result;
 
+        if (i + 2 < n) {
+            /* Held while the device worked, the frames are cold: start
+             * loading the headers the shim rewrites two frames ahead. */
+            const uint8_t *ahead = dp_packet_data(packets->packets[i + 2]);
+
+            OVS_PREFETCH_WRITE(ahead);
+            OVS_PREFETCH_WRITE(ahead + 64);
+        }
+
         if (batch && h->staged & (UINT32_C(1) << i)) {
             /* Encoded on the device (the frame parsed at the gather), or
              * on the host with the batch's cuts and hashes. */

@@ -1757,6 +1757,18 @@ gpu_re_encode_frame_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     }
     k = *frame;
     a = &b->enc_args;
+    if (i + GPU_RE_PREFETCH_AHEAD < b->n_packets) {
+        /* The device wrote the results and bodies into host memory over
+         * the bus, so their lines are not in the caches: start loading
+         * those of a payload a few ahead (callers go in order). */
+        size_t j = i + GPU_RE_PREFETCH_AHEAD;
+        const uint8_t *body = b->enc_bodies + gpu_re_enc_body_slot(b->offsets,
+                                                                   j);
+
+        __builtin_prefetch(&b->enc_results[j]);
+        __builtin_prefetch(body);
+        __builtin_prefetch(body + 64);
+    }
     if (b->enc_epoch != e->epoch) {
         /* The encoder started a new epoch since (its START empties the
          * decoder's cache): the references would not resolve.  Raw, and
