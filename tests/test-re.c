@@ -644,7 +644,18 @@ test_roundtrip(void **state)
         assert_true(es.bytes_out < es.bytes_in);
         /* The cache wrapped many times. */
         assert_true(es.bytes_in > 4 * cfg.cache_size);
-        assert_int_equal(es.cache_fill, ds.cache_fill);
+        if (es.epochs == ds.epochs + 1) {
+            /* The trace's last payload was the shim after which the
+             * encoder starts a new epoch (resync_packets): its cache is
+             * empty, and the decoder learns of the epoch from the next
+             * shim, which never comes (1 run in ~300). */
+            assert_true(cfg.resync_packets
+                        && es.shims % cfg.resync_packets == 0);
+            assert_int_equal(es.cache_fill, 0);
+        } else {
+            assert_int_equal(es.epochs, ds.epochs);
+            assert_int_equal(es.cache_fill, ds.cache_fill);
+        }
         trace_free(&t);
         gpu_re_encoder_destroy(e);
         gpu_re_decoder_destroy(d);
