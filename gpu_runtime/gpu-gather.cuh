@@ -53,4 +53,17 @@ gpu_gather_body(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
     }
 }
 
+/* Largest grid of a gather: warps stride over the descriptors. */
+#define GPU_GATHER_BLOCKS 264
+
+/* gpu_gather_body() as a kernel of its own, for a submission that is not
+ * one graph (its descriptors copied to device memory first).  Static:
+ * each library's .cu has its own. */
+static __global__ void
+gpu_gather_kernel(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
+                  uint8_t *__restrict__ out)
+{
+    gpu_gather_body(d, n, out);
+}
+
 #endif /* gpu-gather.cuh */

@@ -741,8 +741,7 @@ gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
         const uint8_t *payload = ((const uint8_t *) dp_packet_data(p->packet)
                                   + p->payload_ofs);
 
-        if (p->payload_len >= GPU_SERVICE_IN_PLACE_MIN
-            && gpu_host_readable_in_place(payload, p->payload_len)) {
+        if (gpu_service_read_in_place(payload, p->payload_len, true)) {
             srcs[i] = payload;
             n_in_place++;
         } else {

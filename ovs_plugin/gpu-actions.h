@@ -193,6 +193,16 @@ bool gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst);
  * them in place: a descriptor costs as much as their copy. */
 #define GPU_SERVICE_IN_PLACE_MIN 64
 
+/* Whether a held packet's payload of 'len' bytes at 'payload' is read
+ * where it is rather than copied: long enough, and, for a 'device' that
+ * reads it (else the CPU does, anywhere), in memory it may read. */
+static inline bool
+gpu_service_read_in_place(const void *payload, size_t len, bool device)
+{
+    return (len >= GPU_SERVICE_IN_PLACE_MIN
+            && (!device || gpu_host_readable_in_place(payload, len)));
+}
+
 /* As gpu_service_batch_stage() into 'dst', for a batch whose packets wait
  * until the device has read them (held): a payload of at least
  * GPU_SERVICE_IN_PLACE_MIN bytes in memory the device reads in place

@@ -696,10 +696,8 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
              * than have the PMD copy it: 12-15% more forwarded on four
              * PMDs of the H100 machine, whose copies shared the memory
              * system (docs/PERFORMANCE.md, nineteenth session). */
-            if (lens[i] >= GPU_SERVICE_IN_PLACE_MIN
-                && !gpu_service_test_knob(GPU_KNOB_RE_COPY)
-                && (!gt->cuda
-                    || gpu_host_readable_in_place(payload, lens[i]))) {
+            if (gpu_service_read_in_place(payload, lens[i], gt->cuda)
+                && !gpu_service_test_knob(GPU_KNOB_RE_COPY)) {
                 g->srcs[g->n] = payload;
                 g->n_in_place++;
             } else {

@@ -110,16 +110,6 @@ ids_warp_first(Pred pred)
 
 #define CK(CALL) gpu_cuda_status((CALL), #CALL)
 
-/* Largest grid of gather_kernel: warps stride over the payloads. */
-#define GATHER_BLOCKS 264
-
-__global__ void __launch_bounds__(THREADS)
-gather_kernel(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
-              uint8_t *__restrict__ out)
-{
-    gpu_gather_body(d, n, out);
-}
-
 /* Profiling events, in stream order. */
 enum {
     PROF_SCAN,                  /* Before the scan. */
@@ -736,7 +726,7 @@ graph_build(struct gpu_ids_batch *b, bool device_launch)
     c->graph.h_io_dev = h_io_dev;
     graph_args_kernel<<<1, THREADS, 0, cs>>>(
         (const uint32_t *) (h_io_dev + L->args), (uint32_t *) d_args);
-    graph_pull_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(
+    graph_pull_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(
         d_args, (const uint32_t *) (h_io_dev + L->offsets), c->d_offsets,
         (const uint2 *) (h_io_dev + L->hdrs), (uint2 *) c->d_hdrs,
         c->d_ctr);
@@ -838,8 +828,9 @@ gather_in_place(struct gpu_ids_batch *b, cudaStream_t s)
     if (!error) {
         uint32_t blocks = (n * 32 + THREADS - 1) / THREADS;
 
-        gather_kernel<<<blocks < GATHER_BLOCKS ? blocks : GATHER_BLOCKS,
-                        THREADS, 0, s>>>(c->d_descs, n, c->d_data);
+        blocks = blocks < GPU_GATHER_BLOCKS ? blocks : GPU_GATHER_BLOCKS;
+        gpu_gather_kernel<<<blocks, THREADS, 0, s>>>(c->d_descs, n,
+                                                      c->d_data);
         error = CK(cudaGetLastError());
     }
     return error;

@@ -478,18 +478,6 @@ args_offsets(const struct graph_args *a)
     return (const uint32_t *) (a + 1);
 }
 
-/* Largest grid of the gathers: warps stride over the descriptors. */
-#define GATHER_BLOCKS 264
-
-/* The payloads the submission left where they are, into the device's
- * copy (the kernel-by-kernel path: after the copy of the rest). */
-static __global__ void __launch_bounds__(THREADS)
-gather_kernel(const struct gpu_gather_desc *__restrict__ d, uint32_t n,
-              uint8_t *__restrict__ out)
-{
-    gpu_gather_body(d, n, out);
-}
-
 /* The graph's first kernel: the payloads its descriptors name (none if
  * the submission copied them all). */
 static __global__ void __launch_bounds__(THREADS)
@@ -657,7 +645,7 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     const uint32_t *order = NULL;
     int error = GPU_OK;
 
-    graph_gather_kernel<<<GATHER_BLOCKS, THREADS, 0, cs>>>(a, x->d_data);
+    graph_gather_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(a, x->d_data);
     if (c->cfg.remap) {
         uint32_t seg = c->cfg.segment;
         uint32_t items = (b->max_bytes + seg - 1) / seg;
@@ -905,10 +893,8 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         }
     }
     a->seq = gpu_graph_next_seq(&x->graph);
-    if (!error) {
-        error = CK(cudaMemcpyAsync(x->d_args, a, size,
-                                   cudaMemcpyHostToDevice, s));
-    }
+    error = CK(cudaMemcpyAsync(x->d_args, a, size, cudaMemcpyHostToDevice,
+                               s));
     if (!error && copy_data) {
         /* Holes where the payloads read in place go, if any: the graph
          * gathers them after. */
@@ -977,7 +963,7 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
                                            x->copy));
             }
             if (!error) {
-                gather_kernel<<<GATHER_BLOCKS, THREADS, 0, x->copy>>>(
+                gpu_gather_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, x->copy>>>(
                     (const struct gpu_gather_desc *)
                     ((const char *) x->d_args + x->h_args->descs_at),
                     x->h_args->n_descs, x->d_data);

@@ -149,7 +149,6 @@ struct gpu_re_batch {
      * payload i is at srcs[i] if that is not NULL, else in 'data'.  NULL
      * if none is. */
     const uint8_t *const *srcs;
-    size_t n_in_place;
     size_t n_packets, n_bytes;
     uint32_t min_len, max_len;  /* Over the packets, for the grouping. */
     bool busy;

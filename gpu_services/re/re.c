@@ -327,7 +327,6 @@ gpu_re_batch_submit_in_place(struct gpu_re_batch *b,
     b->data = data ? data + offsets[0] : NULL;
     b->offsets = offsets;
     b->srcs = n_in_place ? srcs : NULL;
-    b->n_in_place = n_in_place;
     b->n_packets = n_packets;
     b->n_bytes = offsets[n_packets] - offsets[0];
     if (!n_packets) {
