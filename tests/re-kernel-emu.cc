@@ -530,7 +530,7 @@ run_encode_case(uint64_t cache, size_t n_docs)
     return errors;
 }
 
-/* gpu_gather_body() (gpu_runtime/gpu-gather.cuh), as re_encode's and
+/* gpu_gather_kernel() (gpu_runtime/gpu-gather.cuh), as re_encode's and
  * gpu_ids' graphs run it, on 'n' payloads of 0 to 1,499 bytes: first
  * each somewhere in a buffer, at every alignment (the descriptors of
  * payloads read in place), then staged back to back in a block, in the
@@ -580,7 +580,7 @@ run_gather_case(size_t n)
         }
         got.assign(want.size() + 32, 0x5a);
         launch(3, 64, [&] {
-            gpu_gather_body(d.data(), n_descs, got.data());
+            gpu_gather_kernel(d.data(), n_descs, got.data());
         });
         bool ok = !memcmp(got.data(), want.data(), want.size());
 
