@@ -557,7 +557,8 @@ main(int argc, char **argv)
         nbig += len >= 1400;
         fill_payload(d, len);
         t.hdrs[i].proto = below(10) ? 6 : 17;
-        t.hdrs[i].pad = t.hdrs[i].pad2 = 0;
+        t.hdrs[i].flags = 0;
+        t.hdrs[i].payload_len = 0;
         t.hdrs[i].sport = 1024 + below(60000);
         t.hdrs[i].dport = below(2) ? 80 : 1024 + below(60000);
         if (below(1000000) < match_frac * 1e6) {

@@ -1,5 +1,6 @@
 noinst_LIBRARIES += gpu_runtime/libgpuruntime.a
 gpu_runtime_libgpuruntime_a_SOURCES = \
+	gpu_runtime/gpu-frame.h \
 	gpu_runtime/gpu-runtime.c \
 	gpu_runtime/gpu-runtime.h
 # The done kernel of struct gpu_graph and the in-place gather, included

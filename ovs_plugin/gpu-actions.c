@@ -87,120 +87,42 @@ gpu_actions_find(enum gpu_service_type type)
 
 /* ---------------------------------------------------------------- Parse. */
 
-static uint16_t
-get_be16(const uint8_t *p)
+void
+gpu_service_parse_frame(const struct dp_packet *packet,
+                        struct gpu_frame_l4 *l4)
 {
-    return (p[0] << 8) | p[1];
-}
+    ovs_be32 packet_type = packet->packet_type;
+    const uint8_t *data = dp_packet_data(packet);
+    size_t size = dp_packet_size(packet);
 
-/* Parses the IPv4 or IPv6 packet at 'd' + 'ofs' ('end' bytes in all). */
-static void
-parse_ip(const uint8_t *d, size_t ofs, size_t end, bool ipv6,
-         struct gpu_service_packet *p)
-{
-    size_t l4, stop;
-    uint8_t proto;
-
-    if (!ipv6) {
-        if (end - ofs < 20 || (d[ofs] >> 4) != 4) {
-            return;
-        }
-        size_t ihl = (d[ofs] & 0xf) * 4;
-        size_t tot_len = get_be16(d + ofs + 2);
-        if (ihl < 20 || tot_len < ihl || tot_len > end - ofs) {
-            return;
-        }
-        if (get_be16(d + ofs + 6) & 0x1fff) {
-            return;             /* A later fragment: no L4 header. */
-        }
-        proto = d[ofs + 9];
-        l4 = ofs + ihl;
-        stop = ofs + tot_len;   /* Without Ethernet padding. */
+    if (packet_type == htonl(PT_ETH)) {
+        gpu_frame_parse(data, size, GPU_FRAME_ETH, l4);
+    } else if (packet_type == htonl(PT_IPV4)) {
+        gpu_frame_parse(data, size, GPU_FRAME_IPV4, l4);
+    } else if (packet_type == htonl(PT_IPV6)) {
+        gpu_frame_parse(data, size, GPU_FRAME_IPV6, l4);
     } else {
-        if (end - ofs < 40 || (d[ofs] >> 4) != 6) {
-            return;
-        }
-        stop = ofs + 40 + get_be16(d + ofs + 4);
-        if (stop > end) {
-            return;
-        }
-        proto = d[ofs + 6];
-        l4 = ofs + 40;
-        /* Extension headers: hop-by-hop, routing, destination options and
-         * fragment (a later fragment has no L4 header). */
-        for (int i = 0; i < 8; i++) {
-            if (proto == 0 || proto == 43 || proto == 60) {
-                if (stop - l4 < 8) {
-                    return;
-                }
-                size_t len = (d[l4 + 1] + 1) * 8;
-                if (stop - l4 < len) {
-                    return;
-                }
-                proto = d[l4];
-                l4 += len;
-            } else if (proto == 44) {
-                if (stop - l4 < 8 || get_be16(d + l4 + 2) & 0xfff8) {
-                    return;
-                }
-                proto = d[l4];
-                l4 += 8;
-            } else {
-                break;
-            }
-        }
+        *l4 = (struct gpu_frame_l4) { .is_ip = false };
     }
-
-    p->is_ip = true;
-    p->is_ipv6 = ipv6;
-    p->ip_proto = proto;
-    p->l3_ofs = ofs;
-    p->l4_ofs = l4;
-    p->payload_ofs = l4;
-    if (proto == IPPROTO_TCP && stop - l4 >= 20) {
-        size_t doff = (d[l4 + 12] >> 4) * 4;
-        p->sport = get_be16(d + l4);
-        p->dport = get_be16(d + l4 + 2);
-        p->payload_ofs = doff >= 20 && doff <= stop - l4 ? l4 + doff : stop;
-    } else if (proto == IPPROTO_UDP && stop - l4 >= 8) {
-        p->sport = get_be16(d + l4);
-        p->dport = get_be16(d + l4 + 2);
-        p->payload_ofs = l4 + 8;
-    } else if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
-        p->payload_ofs = stop;  /* Truncated header: nothing to scan. */
-    }
-    p->payload_len = stop - p->payload_ofs;
 }
 
 void
 gpu_service_parse_packet(struct dp_packet *packet,
                          struct gpu_service_packet *p)
 {
-    const uint8_t *d = dp_packet_data(packet);
-    size_t size = dp_packet_size(packet);
-    ovs_be32 packet_type = packet->packet_type;
+    struct gpu_frame_l4 l4;
 
-    memset(p, 0, sizeof *p);
+    gpu_service_parse_frame(packet, &l4);
     p->packet = packet;
-    if (size > UINT16_MAX) {
-        /* Offsets are 16 bits, like dp_packet's own; such packets (TSO)
-         * are not scanned. */
-        return;
-    }
-    if (packet_type == htonl(PT_IPV4)) {
-        parse_ip(d, 0, size, false, p);
-    } else if (packet_type == htonl(PT_IPV6)) {
-        parse_ip(d, 0, size, true, p);
-    } else if (packet_type == htonl(PT_ETH)) {
-        size_t ofs;
-        uint16_t type = gpu_service_eth_type(d, size, &ofs);
-
-        if (type == ETH_TYPE_IP) {
-            parse_ip(d, ofs, size, false, p);
-        } else if (type == ETH_TYPE_IPV6) {
-            parse_ip(d, ofs, size, true, p);
-        }
-    }
+    p->is_ip = l4.is_ip;
+    p->is_ipv6 = l4.is_ipv6;
+    p->ip_proto = l4.ip_proto;
+    p->sport = l4.sport;
+    p->dport = l4.dport;
+    p->l3_ofs = l4.l3_ofs;
+    p->l4_ofs = l4.l4_ofs;
+    p->payload_ofs = l4.payload_ofs;
+    p->payload_len = l4.payload_len;
 }
 
 /* ------------------------------------------------------------ Arguments. */

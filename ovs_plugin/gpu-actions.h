@@ -36,6 +36,7 @@
 #include "dp-packet.h"
 #include "flow.h"
 #include "gpu-service.h"
+#include "gpu_runtime/gpu-frame.h"
 #include "gpu_runtime/gpu-runtime.h"
 #include "openvswitch/list.h"
 #include "ovs-atomic.h"
@@ -153,34 +154,9 @@ extern const struct gpu_service_impl gpu_fec_decode_service_impl;
 /* Parses 'packet' into 'p' (which keeps a pointer to it). */
 void gpu_service_parse_packet(struct dp_packet *packet,
                               struct gpu_service_packet *p);
-
-/* VLAN tags (802.1Q, 802.1ad) the services look past for a frame's
- * ethertype: a VLAN or QinQ link's. */
-#define GPU_SERVICE_MAX_VLAN_TAGS 2
-
-/* Returns the ethertype (host order) of the Ethernet frame 'd' of 'size'
- * bytes, behind up to GPU_SERVICE_MAX_VLAN_TAGS VLAN tags, and in '*ofs'
- * the offset of what follows it; 0 if the frame is too short or has more
- * tags. */
-static inline uint16_t
-gpu_service_eth_type(const uint8_t *d, size_t size, size_t *ofs)
-{
-    size_t o = 2 * ETH_ADDR_LEN;
-
-    for (int n_tags = 0; size >= o + 2; n_tags++) {
-        uint16_t type = (d[o] << 8) | d[o + 1];
-
-        if (type != ETH_TYPE_VLAN_8021Q && type != ETH_TYPE_VLAN_8021AD) {
-            *ofs = o + 2;
-            return type;
-        }
-        if (n_tags == GPU_SERVICE_MAX_VLAN_TAGS) {
-            break;
-        }
-        o += VLAN_HEADER_LEN;
-    }
-    return 0;
-}
+/* The same parse (gpu_frame_parse()) into 'l4', for any packet type. */
+void gpu_service_parse_frame(const struct dp_packet *packet,
+                             struct gpu_frame_l4 *l4);
 
 /* Copies the payloads of 'b''s packets back to back to 'dst' (room for
  * b->n_bytes), or, if 'dst' is NULL, to the calling thread's pinned

@@ -1819,7 +1819,7 @@ fec_parse(const struct dp_packet *packet, size_t *hlen)
     size_t ofs;
 
     if (packet->packet_type != htonl(PT_ETH)
-        || gpu_service_eth_type(d, size, &ofs) != FEC_ETH_TYPE
+        || gpu_frame_eth_type(d, size, &ofs) != FEC_ETH_TYPE
         || size - ofs < sizeof *hdr) {
         return NULL;
     }

@@ -88,8 +88,11 @@ struct ids_ruleset {
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
-    atomic_uint64_t n_in_place; /* Drop mode: payloads the device read
+    atomic_uint64_t n_in_place; /* Drop mode: packets the device read
                                  * where they were, not copied. */
+    atomic_uint64_t n_frames;   /* Packets given whole to the matcher,
+                                 * which parsed them... */
+    atomic_uint64_t n_parsed;   /* ...and parsed by the thread. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -388,12 +391,12 @@ struct ids_alert_info {
     uint8_t src[16], dst[16];
 };
 
+/* Fills 'info' from a packet's 'frame' and its parse 'p'. */
 static void
-ids_alert_info_init(struct ids_alert_info *info,
-                    const struct gpu_service_packet *p)
+ids_alert_info_init(struct ids_alert_info *info, const uint8_t *frame,
+                    const struct gpu_frame_l4 *p)
 {
-    const uint8_t *l3 = (const uint8_t *) dp_packet_data(p->packet)
-                        + p->l3_ofs;
+    const uint8_t *l3 = frame + p->l3_ofs;
 
     memset(info, 0, sizeof *info);
     info->is_ip = p->is_ip;
@@ -412,6 +415,17 @@ ids_alert_info_init(struct ids_alert_info *info,
         memcpy(info->src, l3 + 12, 4);
         memcpy(info->dst, l3 + 16, 4);
     }
+}
+
+/* The same, for 'packet' as it is now. */
+static void
+ids_alert_info_of_packet(struct ids_alert_info *info,
+                         const struct dp_packet *packet)
+{
+    struct gpu_frame_l4 l4;
+
+    gpu_service_parse_frame(packet, &l4);
+    ids_alert_info_init(info, dp_packet_data(packet), &l4);
 }
 
 /* Logs an alert, rate-limited.  Returns false if the rate limit dropped
@@ -667,14 +681,45 @@ ids_gather_held_info(struct ids_gather *g)
         for (size_t i = 0; i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
-            if (g->info[j].is_ip && g->verdicts[j].n_matches) {
-                struct gpu_service_packet p;
-
-                gpu_service_parse_packet(h->held.packets.packets[i], &p);
-                ids_alert_info_init(&g->info[j], &p);
+            if (g->info[j].is_ip && g->verdicts[j].n_matches
+                && !(g->hdrs[j].flags & GPU_IDS_HDR_FRAME)) {
+                ids_alert_info_of_packet(&g->info[j],
+                                         h->held.packets.packets[i]);
             }
         }
     }
+}
+
+/* What the scan found out about 'g''s packets given as frames: whether
+ * each is IP (its verdict says) and, for those that matched, their alert
+ * lines' details, parsed from the frame where it was gathered (alert
+ * mode's copy, or a held packet, in place or copied).  Returns the
+ * payload bytes the scan read. */
+static uint64_t
+ids_gather_frames_info(struct ids_gather *g)
+{
+    uint64_t n_bytes = 0;
+
+    for (size_t j = 0; j < g->n; j++) {
+        const struct gpu_ids_verdict *v = &g->verdicts[j];
+        uint32_t len = g->offsets[j + 1] - g->offsets[j];
+
+        if (!(g->hdrs[j].flags & GPU_IDS_HDR_FRAME)) {
+            n_bytes += len;
+            continue;
+        }
+        n_bytes += v->payload_len;
+        g->info[j].is_ip = (v->flags & GPU_IDS_HDR_IP) != 0;
+        if (g->info[j].is_ip && v->n_matches) {
+            const uint8_t *frame = (g->srcs[j] ? g->srcs[j]
+                                    : g->data + g->offsets[j]);
+            struct gpu_frame_l4 l4;
+
+            gpu_frame_parse(frame, len, GPU_FRAME_ETH, &l4);
+            ids_alert_info_init(&g->info[j], frame, &l4);
+        }
+    }
+    return n_bytes;
 }
 
 /* Completes 'g''s scan, whose device call ended with 'status' (or could
@@ -698,9 +743,11 @@ ids_gather_complete(void *g_, int status)
     if (status) {
         ids_gather_failed(g, status);
     } else {
+        uint64_t n_bytes = ids_gather_frames_info(g);
+
         gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
         ids_gather_held_info(g);
-        ids_account(g->r, g->n, g->info, g->verdicts, g->offsets[g->n],
+        ids_account(g->r, g->n, g->info, g->verdicts, n_bytes,
                     g->n_dropping ? g->dropping : NULL, NULL);
         gpu_counter_add(&g->r->n_in_place, g->n_in_place);
         ids_gather_set_ready(g, true);
@@ -946,15 +993,20 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
         g->dropping[g->n + i] = h && h->drop_matched;
-        if (h) {
-            /* The rest when it matches (ids_gather_held_info()). */
+        if (h || hdrs[i].flags & GPU_IDS_HDR_FRAME) {
+            /* The rest when it matches (ids_gather_held_info()), and for
+             * a frame all of it when scanned (ids_gather_frames_info()). */
             g->info[g->n + i].is_ip = b->pkts[i].is_ip;
         } else {
-            ids_alert_info_init(&g->info[g->n + i], &b->pkts[i]);
+            ids_alert_info_of_packet(&g->info[g->n + i], b->pkts[i].packet);
         }
     }
     g->n += b->n;
     gpu_counter_add(&r->n_gathered, b->n);
+    if (b->n && hdrs[0].flags & GPU_IDS_HDR_FRAME) {
+        /* A batch's packets are all frames or none. */
+        gpu_counter_add(&r->n_frames, b->n);
+    }
     if (ids_gather_due(g, false)
         && (!g->n_dropping
             || gpu_service_gathers_finish(&gt->gathers, false))) {
@@ -1053,6 +1105,57 @@ ids_held_create(const struct dp_packet_batch *packets,
     return h;
 }
 
+/* Parses 'b''s packets for a scan of their payloads, with 'hdrs'. */
+static void
+ids_batch_parse(struct ids_ruleset *r, struct gpu_service_batch *b,
+                struct gpu_ids_pkt_hdr *hdrs)
+{
+    gpu_counter_add(&r->n_parsed, b->n);
+    b->n_bytes = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct gpu_service_packet *p = &b->pkts[i];
+
+        gpu_service_parse_packet(p->packet, p);
+        b->n_bytes += p->payload_len;
+        memset(&hdrs[i], 0, sizeof hdrs[i]);
+        hdrs[i].proto = p->ip_proto;
+        hdrs[i].sport = p->sport;
+        hdrs[i].dport = p->dport;
+    }
+}
+
+/* Makes 'b''s packets frames for the matcher to parse (GPU_IDS_HDR_FRAME
+ * in 'hdrs'), each staged or read whole, if they are all Ethernet frames;
+ * else returns false and they are to be parsed here.  The PMD then reads
+ * nothing of a packet for the scan: the parse cost it ~30 ns a packet
+ * (docs/PERFORMANCE.md, twentieth session). */
+static bool
+ids_batch_as_frames(struct gpu_service_batch *b,
+                    struct gpu_ids_pkt_hdr *hdrs)
+{
+    size_t n_bytes = 0;
+
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->pkts[i].packet->packet_type != htonl(PT_ETH)) {
+            return false;
+        }
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        struct gpu_service_packet *p = &b->pkts[i];
+        uint32_t size = dp_packet_size(p->packet);
+
+        /* Not known until the scan. */
+        p->is_ip = false;
+        p->payload_ofs = 0;
+        p->payload_len = size;
+        n_bytes += size;
+        memset(&hdrs[i], 0, sizeof hdrs[i]);
+        hdrs[i].flags = GPU_IDS_HDR_FRAME;
+    }
+    b->n_bytes = n_bytes;
+    return true;
+}
+
 /* Scans 'b' for gpu_ids(args): the 'hold' of struct gpu_service_impl
  * ('packets' is the datapath batch 'b' was staged from).  Alert mode and
  * the batches drop mode cannot hold are scanned as 'run' would. */
@@ -1102,13 +1205,13 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         return;
     }
 
-    for (size_t i = 0; i < b->n; i++) {
-        const struct gpu_service_packet *p = &b->pkts[i];
-
-        memset(&hdrs[i], 0, sizeof hdrs[i]);
-        hdrs[i].proto = p->ip_proto;
-        hdrs[i].sport = p->sport;
-        hdrs[i].dport = p->dport;
+    /* A batch to gather goes whole, its frames parsed by the matcher (on
+     * the device on CUDA), not on this thread; one to scan at once is
+     * parsed here. */
+    bool gather = hold ? may_steal && next && emitter && b->n : alert;
+    bool parsed = !(gather && ids_batch_as_frames(b, hdrs));
+    if (parsed) {
+        ids_batch_parse(r, b, hdrs);
     }
     if (hold) {
         if (may_steal && next && emitter && b->n) {
@@ -1127,6 +1230,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
          * held went on (above, or nothing was held if gathering failed
          * here: a failed gather holds nothing). */
         gpu_counter_add(&r->n_not_held, 1);
+        if (!parsed) {
+            ids_batch_parse(r, b, hdrs);
+            parsed = true;
+        }
         struct ids_gatherer *gt = ids_gatherer_get(false);
         if (gt && emitter) {
             gpu_service_holder_release(&gt->holder, emitter, true);
@@ -1136,6 +1243,9 @@ ids_scan(const char *args, struct gpu_service_batch *b,
      * later scan. */
     if (alert && ids_gather(r, b, hdrs, NULL)) {
         return;
+    }
+    if (!parsed) {
+        ids_batch_parse(r, b, hdrs);
     }
     if (!gpu_service_batch_stage(b, NULL)) {
         gpu_counter_add(&r->n_errors, 1);
@@ -1162,7 +1272,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     for (size_t i = 0; i < b->n; i++) {
         /* Only an alert line needs more than 'is_ip'. */
         if (b->pkts[i].is_ip && verdicts[i].n_matches) {
-            ids_alert_info_init(&info[i], &b->pkts[i]);
+            ids_alert_info_of_packet(&info[i], b->pkts[i].packet);
         } else {
             info[i].is_ip = b->pkts[i].is_ip;
         }
@@ -1173,9 +1283,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
-    /* Gathered payloads are copied straight into the gather. */
+    /* Gathered packets are copied straight into the gather, and parsed
+     * by the matcher (ids_batch_as_frames()). */
     .stage_payloads = false,
-    .parse_packets = true,
+    .parse_packets = false,
     .check = ids_check,
     .hold = ids_scan,
     .poll = ids_poll,
@@ -1238,9 +1349,12 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "verdicts, %"PRIu64" scanned at once (could not be "
                   "held)\n", read_counter(&r->n_held),
                   read_counter(&r->n_not_held));
+    ds_put_format(s, "  parsed: %"PRIu64" packets by the matcher, %"PRIu64
+                  " by the datapath thread\n", read_counter(&r->n_frames),
+                  read_counter(&r->n_parsed));
     if (gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
-        ds_put_format(s, "  payloads read in place by the device (held, "
-                      "in DPDK memory): %"PRIu64"\n",
+        ds_put_format(s, "  held packets read in place by the device (in "
+                      "DPDK memory): %"PRIu64"\n",
                       read_counter(&r->n_in_place));
     }
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "

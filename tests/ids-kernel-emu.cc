@@ -366,8 +366,8 @@ run_batch(const struct gpu_ids_ruleset *rs, const struct traffic *tr,
     }
     v->resize(n);
     launch((n + 63) / 64, 64, 1, [&] {
-        verdict_kernel(keys.data(), counts.data(), n, v->data(), ctr,
-                       ctr_out, 2);
+        verdict_kernel(keys.data(), counts.data(), tr->hdrs.data(), n,
+                       v->data(), ctr, ctr_out, 2);
     });
     CHECK(ctr_out[0] == ctr[0] && ctr_out[1] == ctr[1], "verdict_kernel "
           "copied counters %u %u, not %u %u", ctr_out[0], ctr_out[1],

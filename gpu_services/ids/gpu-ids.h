@@ -271,19 +271,40 @@ struct gpu_ids_matcher_config {
 
 void gpu_ids_matcher_config_init(struct gpu_ids_matcher_config *);
 
-/* Per-packet header fields a rule header is matched against. */
+/* Per-packet header fields a rule header is matched against.
+ *
+ * A packet may instead be given whole, as the Ethernet frame it came in
+ * (GPU_IDS_HDR_FRAME in 'flags', the rest of the header ignored): the
+ * matcher finds its IP payload and header fields itself, with the parse
+ * the switch's services use (gpu_frame_parse(), gpu_runtime/gpu-frame.h),
+ * on the device on CUDA, so that the thread submitting it parses nothing.
+ * Its verdict then says whether it was an IP packet and how many payload
+ * bytes were scanned; a frame that is not IP (or is a later fragment)
+ * has nothing scanned and matches no rule. */
 struct gpu_ids_pkt_hdr {
     uint8_t proto;              /* IP protocol: 6 tcp, 17 udp, 1 icmp. */
-    uint8_t pad;
+    uint8_t flags;              /* GPU_IDS_HDR_*: 0 for a payload. */
     uint16_t sport, dport;      /* Host byte order. */
-    uint16_t pad2;
+    uint16_t payload_len;       /* Library's: a parsed frame's payload. */
 };
+
+/* The packet's data is its whole Ethernet frame (see above). */
+#define GPU_IDS_HDR_FRAME 0x01
+/* The matcher's, where it parsed a frame: it is an IPv4 or IPv6 packet
+ * (not a later fragment)... */
+#define GPU_IDS_HDR_IP 0x02
+/* ...and the header and data are those it found in it. */
+#define GPU_IDS_HDR_PARSED 0x04
 
 struct gpu_ids_verdict {
     uint32_t sid;               /* Lowest matching sid, 0 if none. */
     uint32_t rule;              /* Its rule index, or GPU_IDS_NO_RULE. */
     uint32_t n_matches;         /* Rules that matched. */
-    uint32_t pad;
+    /* For a packet given as a frame: GPU_IDS_HDR_IP if it was IP, and its
+     * payload's length (the bytes scanned).  0 for a payload. */
+    uint8_t flags;
+    uint8_t pad;
+    uint16_t payload_len;
 };
 
 struct gpu_ids_matcher;
@@ -366,7 +387,9 @@ int gpu_ids_submit_in_place(struct gpu_ids_batch *, struct gpu_stream *,
 /* Runs the last submission's match again on the data already on the
  * device, without copying anything in or the verdicts out: kernel-only
  * timing.  The verdicts of the re-run stay on the device.  On the CPU
- * backend it matches again from the same host buffers. */
+ * backend it matches again from the same host buffers.  GPU_ERR_INVALID
+ * after a submission with frames (GPU_IDS_HDR_FRAME), whose payloads
+ * the device moved. */
 int gpu_ids_resubmit(struct gpu_ids_batch *, struct gpu_stream *);
 
 /* GPU_OK if the last submission is complete (or there was none),

@@ -69,7 +69,7 @@ match_packet(struct gpu_ids_batch *b, const struct gpu_ids_tables *t,
         }
     }
     v->n_matches = n_matches;
-    v->pad = 0;
+    gpu_ids_verdict_set_frame(v, h);
     if (n_matches) {
         v->sid = best >> 32;
         v->rule = (uint32_t) best;
@@ -94,9 +94,15 @@ gpu_ids_cpu_match(struct gpu_ids_batch *b)
         b->gen = 0;
     }
     for (i = 0; i < b->n_packets; i++) {
-        match_packet(b, t, gpu_ids_payload(b, i),
-                     b->offsets[i + 1] - b->offsets[i],
-                     &b->hdrs[i], &b->verdicts[i], &n_hits);
+        const uint8_t *payload = gpu_ids_payload(b, i);
+        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+        struct gpu_ids_pkt_hdr hdr = b->hdrs[i];
+
+        if (hdr.flags & GPU_IDS_HDR_FRAME) {
+            payload += gpu_ids_frame_resolve(payload, len, &hdr);
+            len = hdr.payload_len;
+        }
+        match_packet(b, t, payload, len, &hdr, &b->verdicts[i], &n_hits);
         n_matched += b->verdicts[i].n_matches != 0;
     }
     gpu_ids_count_batch(b, n_matched, n_hits);

@@ -51,6 +51,7 @@
 #include <config.h>
 
 #include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,14 @@ struct graph_args {
      * the block). */
     const struct gpu_gather_desc *descs;
     uint32_t n_descs;
+    /* Packets given as frames (GPU_IDS_HDR_FRAME): with any, the pull
+     * kernel gathers the input into 'frames', and the frames kernels
+     * (ids-kernels.cuh, "Packets given as frames") move each payload from
+     * there to 'scan.data' by 'fdescs' and set 'scan.n_bytes'. */
+    uint32_t n_frames;
+    uint32_t pad;
+    uint8_t *frames;
+    struct gpu_gather_desc *fdescs;
 };
 static_assert(sizeof(struct graph_args) % 4 == 0,
               "graph_args_kernel() copies words");
@@ -245,6 +254,11 @@ struct cuda_batch {
     /* Payloads read in place: descriptors, pinned and on the device, for
      * 'max_packets', made at the first such submission. */
     struct gpu_gather_desc *h_descs, *d_descs;
+    /* Packets given as frames (graph_args): where the graph gathers them
+     * and the descriptors of their payloads there, made at the first
+     * such submission. */
+    uint8_t *d_frames;
+    struct gpu_gather_desc *d_fdescs;
 };
 
 static struct cuda_matcher *
@@ -375,6 +389,8 @@ batch_free(struct cuda_batch *c)
 {
     gpu_graph_destroy(&c->graph.g);
     cudaFree(c->d_descs);
+    cudaFree(c->d_frames);
+    cudaFree(c->d_fdescs);
     if (c->h_descs) {
         cudaFreeHost(c->h_descs);
     }
@@ -617,7 +633,72 @@ graph_pull_kernel(const struct graph_args *__restrict__ g,
     for (uint32_t i = tid; i < n; i += stride) {
         d_hdrs[i] = h_hdrs[i];
     }
-    gpu_gather_body(g->descs, g->n_descs, (uint8_t *) g->scan.data);
+    gpu_gather_body(g->descs, g->n_descs,
+                    g->n_frames ? g->frames : (uint8_t *) g->scan.data);
+}
+
+/* With frames: each packet's payload and header, from what the pull
+ * kernel gathered. */
+__global__ void __launch_bounds__(THREADS)
+graph_frames_parse_kernel(const struct graph_args *__restrict__ g,
+                          const uint32_t *__restrict__ offsets,
+                          struct gpu_ids_pkt_hdr *__restrict__ hdrs)
+{
+    if (g->n_frames) {
+        frames_parse_body(g->frames, offsets, hdrs, g->fdescs,
+                          g->n_packets);
+    }
+}
+
+/* With frames: the payloads' places back to back, as offsets for the scan
+ * and destinations for the move, and their total for the scan.  One
+ * block: a gather's 4,096 packets are one pass. */
+#define FRAMES_SCAN_THREADS 1024
+#define FRAMES_SCAN_ITEMS 4
+
+__global__ void __launch_bounds__(FRAMES_SCAN_THREADS)
+graph_frames_offsets_kernel(struct graph_args *g, uint32_t *offsets)
+{
+    typedef cub::BlockScan<uint32_t, FRAMES_SCAN_THREADS> scan;
+    __shared__ typename scan::TempStorage tmp;
+    const uint32_t step = FRAMES_SCAN_THREADS * FRAMES_SCAN_ITEMS;
+    uint32_t n = g->n_packets;
+    uint32_t carry = 0;
+
+    if (!g->n_frames) {
+        return;
+    }
+    for (uint32_t base = 0; base < n; base += step) {
+        uint32_t first = base + threadIdx.x * FRAMES_SCAN_ITEMS;
+        uint32_t lens[FRAMES_SCAN_ITEMS], starts[FRAMES_SCAN_ITEMS];
+        uint32_t total;
+
+        for (int k = 0; k < FRAMES_SCAN_ITEMS; k++) {
+            lens[k] = first + k < n ? g->fdescs[first + k].len : 0;
+        }
+        scan(tmp).ExclusiveSum(lens, starts, total);
+        for (int k = 0; k < FRAMES_SCAN_ITEMS; k++) {
+            if (first + k < n) {
+                offsets[first + k] = carry + starts[k];
+                g->fdescs[first + k].dst = carry + starts[k];
+            }
+        }
+        carry += total;
+        __syncthreads();        /* 'tmp' again. */
+    }
+    if (threadIdx.x == 0) {
+        offsets[n] = carry;
+        g->scan.n_bytes = carry;
+    }
+}
+
+/* With frames: the payloads moved where the scan reads them. */
+__global__ void __launch_bounds__(THREADS)
+graph_frames_move_kernel(const struct graph_args *__restrict__ g)
+{
+    if (g->n_frames) {
+        gpu_gather_body(g->fdescs, g->n_packets, (uint8_t *) g->scan.data);
+    }
 }
 
 template <bool REMAP>
@@ -644,10 +725,11 @@ graph_rules_kernel(struct gpu_ids_tables t, const struct graph_args *g)
 /* Writes the verdicts and counters straight into the host block. */
 __global__ void
 graph_verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
+                     const struct gpu_ids_pkt_hdr *hdrs,
                      const struct graph_args *g, struct gpu_ids_verdict *v,
                      const uint32_t *ctr, uint32_t *ctr_out)
 {
-    verdict_body(keys, counts, g->n_packets, v, ctr, ctr_out, N_CTR);
+    verdict_body(keys, counts, hdrs, g->n_packets, v, ctr, ctr_out, N_CTR);
     __threadfence_system();
 }
 
@@ -730,6 +812,14 @@ graph_build(struct gpu_ids_batch *b, bool device_launch)
         d_args, (const uint32_t *) (h_io_dev + L->offsets), c->d_offsets,
         (const uint2 *) (h_io_dev + L->hdrs), (uint2 *) c->d_hdrs,
         c->d_ctr);
+    /* Frames: nothing unless a launch has any (its arguments say). */
+    graph_frames_parse_kernel<<<(np + THREADS - 1) / THREADS < CHECK_BLOCKS
+                                ? (np + THREADS - 1) / THREADS
+                                : CHECK_BLOCKS, THREADS, 0, cs>>>(
+        d_args, c->d_offsets, c->d_hdrs);
+    graph_frames_offsets_kernel<<<1, FRAMES_SCAN_THREADS, 0, cs>>>(
+        (struct graph_args *) d_args, c->d_offsets);
+    graph_frames_move_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(d_args);
     if (b->m->cfg.remap) {
         graph_scan_kernel<true><<<blocks, THREADS, 0, cs>>>(
             m->dview.trans, m->dview.class_map, d_args);
@@ -741,7 +831,7 @@ graph_build(struct gpu_ids_batch *b, bool device_launch)
                                                            d_args);
     graph_rules_kernel<<<check_blocks, THREADS, 0, cs>>>(m->dview, d_args);
     graph_verdict_kernel<<<(np + THREADS - 1) / THREADS, THREADS, 0, cs>>>(
-        c->d_keys, c->d_counts, d_args,
+        c->d_keys, c->d_counts, c->d_hdrs, d_args,
         (struct gpu_ids_verdict *) (h_io_dev + L->verdicts), c->d_ctr,
         (uint32_t *) (h_io_dev + L->ctr_out));
     gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&d_args->seq,
@@ -855,6 +945,20 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     error = fill_descs(b, c->graph.h_io_dev + L->data,
                        (struct gpu_gather_desc *) (c->h_io + L->data + in),
                        &n_descs);
+    if (!error && b->n_frames && !c->d_frames) {
+        /* Read 16 bytes at a time, aligned, up to the last one's
+         * 16 (gpu_gather_body()). */
+        error = CK(cudaMalloc((void **) &c->d_frames,
+                              ((b->max_bytes + 15) & ~(size_t) 15) + 16));
+        if (!error) {
+            error = CK(cudaMalloc((void **) &c->d_fdescs,
+                                  b->max_packets * sizeof *c->d_fdescs));
+        }
+        if (error) {
+            cudaFree(c->d_frames);
+            c->d_frames = NULL;
+        }
+    }
     if (error) {
         return error;
     }
@@ -865,6 +969,9 @@ graph_launch(struct gpu_ids_batch *b, cudaStream_t s, bool after_stream,
     ga->descs = (const struct gpu_gather_desc *) (c->graph.h_io_dev + L->data
                                               + in);
     ga->n_descs = n_descs;
+    ga->n_frames = b->n_frames;
+    ga->frames = c->d_frames;
+    ga->fdescs = c->d_fdescs;
     struct gpu_graph *g = &c->graph.g;
     uint64_t n_host_launches = g->n_host_launches;
     uint64_t n_rings = g->n_rings;
@@ -896,6 +1003,13 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     int error = GPU_OK;
     bool graph = !again && graph_usable(b, L);
 
+    if (!graph && !again && b->n_frames) {
+        /* Only the graph parses frames on the device. */
+        error = gpu_ids_resolve_frames(b);
+        if (error) {
+            return error;
+        }
+    }
     if (graph) {
         /* The input goes in with the arguments, below. */
     } else if (!again && input_is_own(b, L)) {
@@ -1044,7 +1158,7 @@ launch(struct gpu_ids_batch *b, cudaStream_t s, bool again)
     if (!error) {
         c->n_calls++;
         verdict_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
-            c->d_keys, c->d_counts, n, c->d_verdicts, c->d_ctr,
+            c->d_keys, c->d_counts, c->d_hdrs, n, c->d_verdicts, c->d_ctr,
             c->d_ctr_out, N_CTR);
         error = CK(cudaGetLastError());
     }

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_runtime/gpu-frame.h"
 #include "gpu_services/ids/gpu-ids.h"
 
 #ifdef __CUDACC__
@@ -371,6 +372,40 @@ GPU_IDS_HD uint64_t
 gpu_ids_verdict_key(uint32_t sid, uint32_t rule)
 {
     return ((uint64_t) sid << 32) | rule;
+}
+
+/* Packet 'hdr' of 'len' bytes at 'data', given as a frame
+ * (GPU_IDS_HDR_FRAME): finds its payload and fills in its header (the
+ * fields a rule header matches, GPU_IDS_HDR_IP if it is IP, the payload's
+ * length, and GPU_IDS_HDR_PARSED in place of GPU_IDS_HDR_FRAME: what
+ * follows reads the payload as one given so).  Returns the payload's offset
+ * in 'data'.  The CPU backend, the host's resolution and the CUDA graph's
+ * parse kernel all call this. */
+GPU_IDS_HD uint32_t
+gpu_ids_frame_resolve(const uint8_t *data, uint32_t len,
+                      struct gpu_ids_pkt_hdr *hdr)
+{
+    struct gpu_frame_l4 l4;
+
+    gpu_frame_parse(data, len, GPU_FRAME_ETH, &l4);
+    hdr->proto = l4.ip_proto;
+    hdr->sport = l4.sport;
+    hdr->dport = l4.dport;
+    hdr->flags = GPU_IDS_HDR_PARSED | (l4.is_ip ? GPU_IDS_HDR_IP : 0);
+    hdr->payload_len = (uint16_t) l4.payload_len;
+    return l4.is_ip ? l4.payload_ofs : 0;
+}
+
+/* The part of packet 'hdr''s verdict that says what was scanned. */
+GPU_IDS_HD void
+gpu_ids_verdict_set_frame(struct gpu_ids_verdict *v,
+                          const struct gpu_ids_pkt_hdr *hdr)
+{
+    bool parsed = hdr->flags & GPU_IDS_HDR_PARSED;
+
+    v->flags = parsed ? hdr->flags & GPU_IDS_HDR_IP : 0;
+    v->pad = 0;
+    v->payload_len = parsed ? hdr->payload_len : 0;
 }
 
 #endif /* ids-inline.h */

@@ -454,7 +454,8 @@ rules_kernel(struct gpu_ids_tables t, struct check_args a)
  * appends to the lists ran before this one. */
 __device__ __forceinline__ void
 verdict_body(const unsigned long long *keys, const uint32_t *counts,
-             uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
+             const struct gpu_ids_pkt_hdr *hdrs, uint32_t n,
+             struct gpu_ids_verdict *v, const uint32_t *ctr,
              uint32_t *ctr_out, uint32_t n_ctr)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -468,17 +469,52 @@ verdict_body(const unsigned long long *keys, const uint32_t *counts,
         out.n_matches = counts[i];
         out.sid = out.n_matches ? (uint32_t) (keys[i] >> 32) : 0;
         out.rule = out.n_matches ? (uint32_t) keys[i] : GPU_IDS_NO_RULE;
-        out.pad = 0;
+        gpu_ids_verdict_set_frame(&out, &hdrs[i]);
         v[i] = out;
     }
 }
 
 __global__ void
 verdict_kernel(const unsigned long long *keys, const uint32_t *counts,
-               uint32_t n, struct gpu_ids_verdict *v, const uint32_t *ctr,
+               const struct gpu_ids_pkt_hdr *hdrs, uint32_t n,
+               struct gpu_ids_verdict *v, const uint32_t *ctr,
                uint32_t *ctr_out, uint32_t n_ctr)
 {
-    verdict_body(keys, counts, n, v, ctr, ctr_out, n_ctr);
+    verdict_body(keys, counts, hdrs, n, v, ctr, ctr_out, n_ctr);
+}
+
+/* ---- Packets given as frames (GPU_IDS_HDR_FRAME). ----
+ *
+ * The CUDA graph gathers a submission's packets as they came ('frames',
+ * packet i at offsets[i]), then: one thread a packet finds each frame's
+ * payload and header (frames_parse_body()); one block lays the payloads
+ * out back to back, writing the offsets the scan reads (ids-cuda.cu);
+ * warps move them there (gpu_gather_body()).  The scan and the check then
+ * run as on payloads given so. */
+
+/* Finds packet i's payload in 'frames' for each of the 'n' packets: its
+ * place and length in descs[i] (src, len), and, for a frame, its header
+ * in hdrs[i] (gpu_ids_frame_resolve()).  A payload given as one is taken
+ * whole. */
+__device__ __forceinline__ void
+frames_parse_body(const uint8_t *frames, const uint32_t *offsets,
+                  struct gpu_ids_pkt_hdr *hdrs, struct gpu_gather_desc *descs,
+                  uint32_t n)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        uint32_t ofs = offsets[i] - offsets[0];
+        uint32_t len = offsets[i + 1] - offsets[i];
+        struct gpu_ids_pkt_hdr h = hdrs[i];
+
+        if (h.flags & GPU_IDS_HDR_FRAME) {
+            ofs += gpu_ids_frame_resolve(frames + ofs, len, &h);
+            len = h.payload_len;
+            hdrs[i] = h;
+        }
+        descs[i].src = (unsigned long long) (uintptr_t) (frames + ofs);
+        descs[i].len = len;
+    }
 }
 
 #endif /* ids-kernels.cuh */

@@ -113,6 +113,8 @@ struct gpu_ids_batch {
      * that is not NULL ('n_in_place' of them), not in 'data'. */
     const uint8_t *const *srcs;
     size_t n_in_place;
+    /* Packets given as frames (GPU_IDS_HDR_FRAME) in 'hdrs'. */
+    size_t n_frames;
     const uint32_t *offsets;
     const struct gpu_ids_pkt_hdr *hdrs;
     size_t n_packets;
@@ -123,6 +125,10 @@ struct gpu_ids_batch {
 
     /* gpu_ids_batch_buffers(), once asked for (else all null). */
     struct gpu_ids_batch_buffers bufs;
+
+    /* gpu_ids_resolve_frames()'s copy of an input, allocated at its
+     * first use. */
+    struct gpu_ids_batch_buffers resolved;
 
     /* CPU matching: pattern i was confirmed in packet stamps[i] == gen. */
     uint32_t *stamps;
@@ -142,6 +148,13 @@ gpu_ids_payload(const struct gpu_ids_batch *b, size_t i)
     return (b->srcs && b->srcs[i] ? b->srcs[i]
             : b->data + (b->offsets[i] - b->offsets[0]));
 }
+
+/* Makes the batch's current input one without frames, for a backend path
+ * that does not parse them itself: every packet given as a frame becomes
+ * the payload found in it (gpu_ids_frame_resolve()), copied with the
+ * other packets' into the batch's 'resolved' buffers, which become the
+ * input.  Returns GPU_OK or GPU_ERR_NOMEM. */
+int gpu_ids_resolve_frames(struct gpu_ids_batch *);
 
 /* Adds a finished batch's numbers to the matcher's stats. */
 void gpu_ids_count_batch(struct gpu_ids_batch *, uint64_t n_matched,

@@ -455,6 +455,9 @@ gpu_ids_batch_destroy(struct gpu_ids_batch *b)
         free(b->bufs.verdicts);
     }
     b->m->prov->batch_uninit(b);
+    free(b->resolved.data);
+    free(b->resolved.offsets);
+    free(b->resolved.hdrs);
     free(b->stamps);
     free(b);
 }
@@ -512,7 +515,7 @@ gpu_ids_submit_in_place(struct gpu_ids_batch *b, struct gpu_stream *stream,
                         const struct gpu_ids_pkt_hdr *hdrs, size_t n_packets,
                         struct gpu_ids_verdict *verdicts)
 {
-    size_t i, n_in_place = 0;
+    size_t i, n_in_place = 0, n_frames = 0;
     int error;
 
     if (!b || !offsets || n_packets > b->max_packets
@@ -527,6 +530,7 @@ gpu_ids_submit_in_place(struct gpu_ids_batch *b, struct gpu_stream *stream,
             return GPU_ERR_INVALID;
         }
         n_in_place += srcs && srcs[i];
+        n_frames += (hdrs[i].flags & GPU_IDS_HDR_FRAME) != 0;
     }
     if (offsets[n_packets] - offsets[0] > b->max_bytes) {
         return GPU_ERR_INVALID;
@@ -534,6 +538,7 @@ gpu_ids_submit_in_place(struct gpu_ids_batch *b, struct gpu_stream *stream,
     b->data = data ? data + offsets[0] : NULL;
     b->srcs = n_in_place ? srcs : NULL;
     b->n_in_place = n_in_place;
+    b->n_frames = n_frames;
     b->offsets = offsets;
     b->hdrs = hdrs;
     b->n_packets = n_packets;
@@ -551,6 +556,49 @@ gpu_ids_submit_in_place(struct gpu_ids_batch *b, struct gpu_stream *stream,
 }
 
 int
+gpu_ids_resolve_frames(struct gpu_ids_batch *b)
+{
+    struct gpu_ids_batch_buffers *r = &b->resolved;
+    uint32_t ofs = 0;
+
+    if (!r->data) {
+        r->data = malloc(b->max_bytes + 1);
+        r->offsets = malloc((b->max_packets + 1) * sizeof *r->offsets);
+        r->hdrs = malloc(b->max_packets * sizeof *r->hdrs);
+        if (!r->data || !r->offsets || !r->hdrs) {
+            free(r->data);
+            free(r->offsets);
+            free(r->hdrs);
+            memset(r, 0, sizeof *r);
+            return GPU_ERR_NOMEM;
+        }
+    }
+    r->offsets[0] = 0;
+    for (size_t i = 0; i < b->n_packets; i++) {
+        const uint8_t *payload = gpu_ids_payload(b, i);
+        uint32_t len = b->offsets[i + 1] - b->offsets[i];
+
+        r->hdrs[i] = b->hdrs[i];
+        if (r->hdrs[i].flags & GPU_IDS_HDR_FRAME) {
+            payload += gpu_ids_frame_resolve(payload, len, &r->hdrs[i]);
+            len = r->hdrs[i].payload_len;
+        }
+        /* A payload is never longer than what it came in. */
+        memcpy(r->data + ofs, payload, len);
+        ofs += len;
+        r->offsets[i + 1] = ofs;
+    }
+    b->data = r->data;
+    b->offsets = r->offsets;
+    b->hdrs = r->hdrs;
+    b->srcs = NULL;
+    b->n_in_place = 0;
+    b->n_frames = 0;
+    b->n_bytes = ofs;
+    return GPU_OK;
+}
+
+int
 gpu_ids_resubmit(struct gpu_ids_batch *b, struct gpu_stream *stream)
 {
     int error;
@@ -563,6 +611,9 @@ gpu_ids_resubmit(struct gpu_ids_batch *b, struct gpu_stream *stream)
     }
     if (!b->n_packets) {
         return GPU_OK;
+    }
+    if (b->n_frames) {
+        return GPU_ERR_INVALID;
     }
     b->again = true;
     error = b->m->prov->submit(b, stream, true);
