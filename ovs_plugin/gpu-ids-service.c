@@ -391,6 +391,16 @@ struct ids_alert_info {
     uint8_t src[16], dst[16];
 };
 
+/* Whether the packet of 'info' and verdict 'v' is IP: the matcher says
+ * for a packet it parsed (and then 'info' is left alone unless it
+ * matched: ids_gather_frames_info()), 'info' for one parsed here. */
+static bool
+ids_is_ip(const struct ids_alert_info *info, const struct gpu_ids_verdict *v)
+{
+    return (v->flags & GPU_IDS_HDR_PARSED ? (v->flags & GPU_IDS_HDR_IP) != 0
+            : info->is_ip);
+}
+
 /* Fills 'info' from a packet's 'frame' and its parse 'p'. */
 static void
 ids_alert_info_init(struct ids_alert_info *info, const uint8_t *frame,
@@ -469,7 +479,7 @@ ids_account(struct ids_ruleset *r, size_t n,
     bool logging = true;
 
     for (size_t i = 0; i < n; i++) {
-        if (!info[i].is_ip) {
+        if (!ids_is_ip(&info[i], &verdicts[i])) {
             n_not_ip++;
             continue;
         }
@@ -559,6 +569,7 @@ struct ids_gather {
     const uint8_t *srcs[IDS_GATHER_PACKETS];
     size_t n_in_place;
     size_t n;
+    uint64_t n_payload_bytes;       /* Of the packets parsed here. */
     size_t n_dropping;              /* Packets of held batches (drop
                                      * mode's, or alert mode's held). */
     long long int first_ms;         /* When its first packet came. */
@@ -644,7 +655,8 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
                            && i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
-            if (g->info[j].is_ip && g->verdicts[j].n_matches) {
+            if (g->verdicts[j].n_matches
+                && ids_is_ip(&g->info[j], &g->verdicts[j])) {
                 h->drop |= UINT32_C(1) << i;
             }
         }
@@ -665,6 +677,7 @@ ids_gather_failed(struct ids_gather *g, int status)
                  gpu_status_string(status), g->n);
     ids_gather_set_ready(g, false);
     g->n = 0;
+    g->n_payload_bytes = 0;
     g->n_dropping = 0;
     g->n_in_place = 0;
 }
@@ -681,8 +694,9 @@ ids_gather_held_info(struct ids_gather *g)
         for (size_t i = 0; i < h->held.packets.count; i++) {
             size_t j = h->first + i;
 
-            if (g->info[j].is_ip && g->verdicts[j].n_matches
-                && !(g->hdrs[j].flags & GPU_IDS_HDR_FRAME)) {
+            if (g->verdicts[j].n_matches
+                && !(g->verdicts[j].flags & GPU_IDS_HDR_PARSED)
+                && g->info[j].is_ip) {
                 ids_alert_info_of_packet(&g->info[j],
                                          h->held.packets.packets[i]);
             }
@@ -690,32 +704,32 @@ ids_gather_held_info(struct ids_gather *g)
     }
 }
 
-/* What the scan found out about 'g''s packets given as frames: whether
- * each is IP (its verdict says) and, for those that matched, their alert
- * lines' details, parsed from the frame where it was gathered (alert
- * mode's copy, or a held packet, in place or copied).  Returns the
- * payload bytes the scan read. */
+/* What the scan found out about 'g''s packets that the matcher parsed:
+ * the alert lines' details of those that matched, parsed from the frame
+ * where it was gathered (alert mode's copy, or a held packet, in place
+ * or copied).  Returns the payload bytes the scan read, those of the
+ * packets parsed here included.  Only the verdicts are read of the
+ * others (written by the device, they are read once anyway), and their
+ * 'info' not touched. */
 static uint64_t
 ids_gather_frames_info(struct ids_gather *g)
 {
-    uint64_t n_bytes = 0;
+    uint64_t n_bytes = g->n_payload_bytes;
 
     for (size_t j = 0; j < g->n; j++) {
         const struct gpu_ids_verdict *v = &g->verdicts[j];
-        uint32_t len = g->offsets[j + 1] - g->offsets[j];
 
-        if (!(g->hdrs[j].flags & GPU_IDS_HDR_FRAME)) {
-            n_bytes += len;
+        if (!(v->flags & GPU_IDS_HDR_PARSED)) {
             continue;
         }
         n_bytes += v->payload_len;
-        g->info[j].is_ip = (v->flags & GPU_IDS_HDR_IP) != 0;
-        if (g->info[j].is_ip && v->n_matches) {
+        if (v->n_matches) {
             const uint8_t *frame = (g->srcs[j] ? g->srcs[j]
                                     : g->data + g->offsets[j]);
             struct gpu_frame_l4 l4;
 
-            gpu_frame_parse(frame, len, GPU_FRAME_ETH, &l4);
+            gpu_frame_parse(frame, g->offsets[j + 1] - g->offsets[j],
+                            GPU_FRAME_ETH, &l4);
             ids_alert_info_init(&g->info[j], frame, &l4);
         }
     }
@@ -752,6 +766,7 @@ ids_gather_complete(void *g_, int status)
         gpu_counter_add(&g->r->n_in_place, g->n_in_place);
         ids_gather_set_ready(g, true);
         g->n = 0;
+        g->n_payload_bytes = 0;
         g->n_dropping = 0;
         g->n_in_place = 0;
     }
@@ -993,9 +1008,11 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
         g->hdrs[g->n + i] = hdrs[i];
         g->dropping[g->n + i] = h && h->drop_matched;
-        if (h || hdrs[i].flags & GPU_IDS_HDR_FRAME) {
-            /* The rest when it matches (ids_gather_held_info()), and for
-             * a frame all of it when scanned (ids_gather_frames_info()). */
+        if (hdrs[i].flags & GPU_IDS_HDR_FRAME) {
+            /* All of it once scanned, if it matches
+             * (ids_gather_frames_info()). */
+        } else if (h) {
+            /* The rest when it matches (ids_gather_held_info()). */
             g->info[g->n + i].is_ip = b->pkts[i].is_ip;
         } else {
             ids_alert_info_of_packet(&g->info[g->n + i], b->pkts[i].packet);
@@ -1006,6 +1023,8 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
     if (b->n && hdrs[0].flags & GPU_IDS_HDR_FRAME) {
         /* A batch's packets are all frames or none. */
         gpu_counter_add(&r->n_frames, b->n);
+    } else {
+        g->n_payload_bytes += b->n_bytes;
     }
     if (ids_gather_due(g, false)
         && (!g->n_dropping

@@ -1471,12 +1471,13 @@ test_frames(void **state)
             q.hdrs[i].flags = GPU_IDS_HDR_FRAME;
             q.hdrs[i].payload_len = rng_below(&r, 65536);
             if (is_ip) {
-                expect[i].flags = GPU_IDS_HDR_IP;
+                expect[i].flags = GPU_IDS_HDR_PARSED | GPU_IDS_HDR_IP;
                 expect[i].payload_len = len;
                 n_ip++;
             } else {
                 memset(&expect[i], 0, sizeof expect[i]);
                 expect[i].rule = GPU_IDS_NO_RULE;
+                expect[i].flags = GPU_IDS_HDR_PARSED;
                 n_not_ip++;
             }
         }

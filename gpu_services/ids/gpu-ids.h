@@ -300,8 +300,9 @@ struct gpu_ids_verdict {
     uint32_t sid;               /* Lowest matching sid, 0 if none. */
     uint32_t rule;              /* Its rule index, or GPU_IDS_NO_RULE. */
     uint32_t n_matches;         /* Rules that matched. */
-    /* For a packet given as a frame: GPU_IDS_HDR_IP if it was IP, and its
-     * payload's length (the bytes scanned).  0 for a payload. */
+    /* For a packet given as a frame: GPU_IDS_HDR_PARSED, GPU_IDS_HDR_IP
+     * too if it was IP, and its payload's length (the bytes scanned).  0
+     * for a payload. */
     uint8_t flags;
     uint8_t pad;
     uint16_t payload_len;

@@ -403,7 +403,8 @@ gpu_ids_verdict_set_frame(struct gpu_ids_verdict *v,
 {
     bool parsed = hdr->flags & GPU_IDS_HDR_PARSED;
 
-    v->flags = parsed ? hdr->flags & GPU_IDS_HDR_IP : 0;
+    v->flags = parsed ? hdr->flags & (GPU_IDS_HDR_PARSED | GPU_IDS_HDR_IP)
+               : 0;
     v->pad = 0;
     v->payload_len = parsed ? hdr->payload_len : 0;
 }
