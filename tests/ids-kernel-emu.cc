@@ -20,7 +20,10 @@
  *     CPU backend: random rules with relative/within chains over a small
  *     alphabet (as tests/test-ids.c), and the Snort community rules on
  *     the benchmark's traffic, each with and without remapping, run twice
- *     through one (packet, pattern) set whose tags wrap in between.
+ *     through one (packet, pattern) set whose tags wrap in between;
+ *   - the same traffic given as frames (GPU_IDS_HDR_FRAME): the graph's
+ *     parse kernel body, the payloads laid out and scanned, against the
+ *     CPU backend and the payloads' own verdicts.
  *
  * Build and run (from the top of the tree, no configure needed):
  *
@@ -457,6 +460,142 @@ check_batch(const char *name, const struct gpu_ids_ruleset *rs,
            ms.n_hits, n_matched);
 }
 
+/* Packets given as frames (GPU_IDS_HDR_FRAME), as the CUDA graph takes
+ * them: 'tr''s payloads wrapped in Ethernet/IPv4/TCP or UDP frames (IP
+ * options, TCP options, padding; one in four left a payload, one in
+ * sixteen an ARP frame), parsed by frames_parse_body(), laid out back to
+ * back (here serially, as graph_frames_offsets_kernel() does with CUB)
+ * and moved (as gpu_gather_body() does, which re-kernel-emu checks),
+ * then scanned.  The verdicts, what they say was scanned included, must
+ * be the CPU backend's for the same frames, and each IP frame's its
+ * payload's. */
+static void
+check_frames(const char *name, const struct gpu_ids_ruleset *rs,
+             const struct traffic *tr, uint32_t cap)
+{
+    uint32_t n = tr->hdrs.size();
+    struct traffic ft;
+    std::vector<bool> is_ip(n);
+
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *pl = tr->data.data() + tr->offsets[i];
+        uint32_t len = tr->offsets[i + 1] - tr->offsets[i];
+        const struct gpu_ids_pkt_hdr *h = &tr->hdrs[i];
+
+        if (!below(4)) {
+            memcpy(add_packet(&ft, len, h->proto, h->sport, h->dport), pl,
+                   len);
+            is_ip[i] = true;
+            continue;
+        }
+        bool arp = !below(16);
+        uint32_t ihl = 5 + below(3);
+        uint32_t l4_len = h->proto == 17 ? 8 : 20 + 4 * below(4);
+        uint32_t pad = below(4) ? 0 : 1 + below(20);
+        uint32_t tot = ihl * 4 + l4_len + len;
+        uint8_t *d = add_packet(&ft, 14 + tot + pad, below(256), below(65536),
+                                below(65536));
+        uint8_t *ip = d + 14, *l4 = ip + ihl * 4;
+
+        for (uint32_t k = 0; k < 14 + tot + pad; k++) {
+            d[k] = rnd();
+        }
+        d[12] = 0x08;
+        d[13] = arp ? 0x06 : 0x00;
+        ip[0] = 0x40 | ihl;
+        ip[2] = tot >> 8;
+        ip[3] = tot;
+        ip[6] = ip[7] = 0;
+        ip[9] = h->proto == 17 ? 17 : 6;
+        l4[0] = h->sport >> 8;
+        l4[1] = h->sport;
+        l4[2] = h->dport >> 8;
+        l4[3] = h->dport;
+        if (h->proto != 17) {
+            l4[12] = (l4_len / 4) << 4;
+        }
+        memcpy(l4 + l4_len, pl, len);
+        ft.hdrs.back().flags = GPU_IDS_HDR_FRAME;
+        is_ip[i] = !arp;
+    }
+
+    /* The graph's frames kernels, on what the pull kernel gathered. */
+    std::vector<struct gpu_ids_pkt_hdr> hdrs = ft.hdrs;
+    std::vector<struct gpu_gather_desc> descs(n);
+    launch((n + 63) / 64, 64, 1, [&] {
+        frames_parse_body(ft.data.data(), ft.offsets.data(), hdrs.data(),
+                          descs.data(), n);
+    });
+    struct traffic moved;
+    moved.offsets.push_back(0);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *src = (const uint8_t *) (uintptr_t) descs[i].src;
+
+        descs[i].dst = moved.offsets.back();
+        moved.data.insert(moved.data.end(), src, src + descs[i].len);
+        moved.offsets.push_back(moved.offsets.back() + descs[i].len);
+    }
+    moved.hdrs = hdrs;
+
+    std::vector<struct gpu_ids_verdict> ref(n + 1), payload_ref(n + 1);
+    struct gpu_ids_matcher_config cfg;
+    struct gpu_ids_matcher *m;
+
+    gpu_ids_matcher_config_init(&cfg);
+    cfg.backend = GPU_IDS_BACKEND_CPU;
+    CHECK(!gpu_ids_matcher_create(rs, &cfg, &m), "CPU matcher");
+    CHECK(!gpu_ids_match(m, ft.data.data(), ft.offsets.data(),
+                         ft.hdrs.data(), n, ref.data()), "CPU match");
+    CHECK(!gpu_ids_match(m, tr->data.data(), tr->offsets.data(),
+                         tr->hdrs.data(), n, payload_ref.data()),
+          "CPU match of the payloads");
+    gpu_ids_matcher_destroy(m);
+
+    struct device dev;
+    std::vector<struct gpu_ids_verdict> v;
+    size_t bad = 0, n_frames = 0, n_matched = 0;
+
+    for (dev.seen_log2 = 1; (1ull << dev.seen_log2) < 2 * cap;) {
+        dev.seen_log2++;
+    }
+    dev.seen.assign(1ull << dev.seen_log2, 0);
+    dev.rule_counts.assign(gpu_ids_ruleset_n_rules(rs) + 1, 0);
+    dev.seen_tag = 1;
+    run_batch(rs, &moved, true, 64, cap, &dev, &v);
+    for (uint32_t i = 0; i < n; i++) {
+        bool frame = ft.hdrs[i].flags & GPU_IDS_HDR_FRAME;
+        uint32_t len = tr->offsets[i + 1] - tr->offsets[i];
+        uint8_t want_flags = (!frame ? 0 : is_ip[i]
+                              ? GPU_IDS_HDR_PARSED | GPU_IDS_HDR_IP
+                              : GPU_IDS_HDR_PARSED);
+
+        n_frames += frame;
+        n_matched += v[i].n_matches != 0;
+        if (v[i].sid != ref[i].sid || v[i].rule != ref[i].rule
+            || v[i].n_matches != ref[i].n_matches
+            || v[i].flags != ref[i].flags
+            || v[i].payload_len != ref[i].payload_len
+            || v[i].flags != want_flags
+            || (frame && v[i].payload_len != (is_ip[i] ? len : 0))
+            || (is_ip[i] && (v[i].sid != payload_ref[i].sid
+                             || v[i].n_matches
+                                != payload_ref[i].n_matches))) {
+            CHECK(bad++ > 3, "%s frames, packet %u (%s): kernels sid %u "
+                  "n %u flags %#x payload %u, CPU sid %u n %u flags %#x "
+                  "payload %u, its payload's sid %u n %u", name, i,
+                  frame ? (is_ip[i] ? "IP frame" : "ARP frame")
+                  : "payload", v[i].sid, v[i].n_matches, v[i].flags,
+                  v[i].payload_len, ref[i].sid, ref[i].n_matches,
+                  ref[i].flags, ref[i].payload_len, payload_ref[i].sid,
+                  payload_ref[i].n_matches);
+        }
+    }
+    CHECK(!bad, "%s frames: %zu of %u verdicts differ", name, bad, n);
+    printf("%s frames: %zu of %u packets as frames, %zu matched: kernels "
+           "equal to the CPU backend and to their payloads\n", name,
+           n_frames, n, n_matched);
+}
+
 /* Random rules over a small alphabet, with relative/within chains that
  * make the contents search backtrack (after tests/test-ids.c). */
 static void
@@ -670,6 +809,7 @@ test_community(const char *path, int n_packets)
      * benchmark leaves out (--min-anchor): ~150 hits per packet, over
      * the device's capacity, which would send the batch to the CPU. */
     check_batch("community", rs, &tr, 4 * tr.offsets.back() + 1024);
+    check_frames("community", rs, &tr, 4 * tr.offsets.back() + 1024);
     gpu_ids_ruleset_destroy(rs);
 }
 
