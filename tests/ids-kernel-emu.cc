@@ -490,7 +490,8 @@ check_frames(const char *name, const struct gpu_ids_ruleset *rs,
         }
         bool arp = !below(16);
         uint32_t ihl = 5 + below(3);
-        uint32_t l4_len = h->proto == 17 ? 8 : 20 + 4 * below(4);
+        uint32_t l4_len = (h->proto == 17 ? 8 : h->proto == 6
+                           ? 20 + 4 * below(4) : 0);
         uint32_t pad = below(4) ? 0 : 1 + below(20);
         uint32_t tot = ihl * 4 + l4_len + len;
         uint8_t *d = add_packet(&ft, 14 + tot + pad, below(256), below(65536),
@@ -506,12 +507,14 @@ check_frames(const char *name, const struct gpu_ids_ruleset *rs,
         ip[2] = tot >> 8;
         ip[3] = tot;
         ip[6] = ip[7] = 0;
-        ip[9] = h->proto == 17 ? 17 : 6;
-        l4[0] = h->sport >> 8;
-        l4[1] = h->sport;
-        l4[2] = h->dport >> 8;
-        l4[3] = h->dport;
-        if (h->proto != 17) {
+        ip[9] = h->proto;
+        if (l4_len) {
+            l4[0] = h->sport >> 8;
+            l4[1] = h->sport;
+            l4[2] = h->dport >> 8;
+            l4[3] = h->dport;
+        }
+        if (h->proto == 6) {
             l4[12] = (l4_len / 4) << 4;
         }
         memcpy(l4 + l4_len, pl, len);
@@ -546,8 +549,15 @@ check_frames(const char *name, const struct gpu_ids_ruleset *rs,
     CHECK(!gpu_ids_matcher_create(rs, &cfg, &m), "CPU matcher");
     CHECK(!gpu_ids_match(m, ft.data.data(), ft.offsets.data(),
                          ft.hdrs.data(), n, ref.data()), "CPU match");
+    /* A frame of another protocol than TCP or UDP has no ports. */
+    std::vector<struct gpu_ids_pkt_hdr> payload_hdrs = tr->hdrs;
+    for (auto &h : payload_hdrs) {
+        if (h.proto != 6 && h.proto != 17) {
+            h.sport = h.dport = 0;
+        }
+    }
     CHECK(!gpu_ids_match(m, tr->data.data(), tr->offsets.data(),
-                         tr->hdrs.data(), n, payload_ref.data()),
+                         payload_hdrs.data(), n, payload_ref.data()),
           "CPU match of the payloads");
     gpu_ids_matcher_destroy(m);
 
