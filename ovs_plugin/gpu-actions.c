@@ -62,7 +62,6 @@ static const struct gpu_service_impl *const services[] = {
 static atomic_uint64_t total_batches = 0;
 static atomic_uint64_t total_packets = 0;
 static atomic_uint64_t total_dropped = 0;
-static atomic_uint64_t total_bytes = 0;
 static atomic_uint64_t total_run_ns = 0;
 
 static uint64_t
@@ -110,19 +109,8 @@ void
 gpu_service_parse_packet(struct dp_packet *packet,
                          struct gpu_service_packet *p)
 {
-    struct gpu_frame_l4 l4;
-
-    gpu_service_parse_frame(packet, &l4);
     p->packet = packet;
-    p->is_ip = l4.is_ip;
-    p->is_ipv6 = l4.is_ipv6;
-    p->ip_proto = l4.ip_proto;
-    p->sport = l4.sport;
-    p->dport = l4.dport;
-    p->l3_ofs = l4.l3_ofs;
-    p->l4_ofs = l4.l4_ofs;
-    p->payload_ofs = l4.payload_ofs;
-    p->payload_len = l4.payload_len;
+    gpu_service_parse_frame(packet, &p->l4);
 }
 
 /* ------------------------------------------------------------ Arguments. */
@@ -643,9 +631,9 @@ gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst)
         const struct gpu_service_packet *p = &b->pkts[i];
 
         memcpy(dst + b->offsets[i],
-               (const uint8_t *) dp_packet_data(p->packet) + p->payload_ofs,
-               p->payload_len);
-        b->offsets[i + 1] = b->offsets[i] + p->payload_len;
+               (const uint8_t *) dp_packet_data(p->packet)
+               + p->l4.payload_ofs, p->l4.payload_len);
+        b->offsets[i + 1] = b->offsets[i] + p->l4.payload_len;
     }
     return true;
 }
@@ -661,16 +649,16 @@ gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
     for (size_t i = 0; i < b->n; i++) {
         const struct gpu_service_packet *p = &b->pkts[i];
         const uint8_t *payload = ((const uint8_t *) dp_packet_data(p->packet)
-                                  + p->payload_ofs);
+                                  + p->l4.payload_ofs);
 
-        if (gpu_service_read_in_place(payload, p->payload_len, true)) {
+        if (gpu_service_read_in_place(payload, p->l4.payload_len, true)) {
             srcs[i] = payload;
             n_in_place++;
         } else {
             srcs[i] = NULL;
-            memcpy(dst + b->offsets[i], payload, p->payload_len);
+            memcpy(dst + b->offsets[i], payload, p->l4.payload_len);
         }
-        b->offsets[i + 1] = b->offsets[i] + p->payload_len;
+        b->offsets[i + 1] = b->offsets[i] + p->l4.payload_len;
     }
     return n_in_place;
 }
@@ -685,7 +673,6 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     const struct gpu_service_impl *impl = gpu_actions_find(type);
     struct gpu_service_batch sb;
     struct dp_packet *packet;
-    size_t total = 0;
     size_t n_dropped = 0;
 
     if (!impl) {
@@ -707,28 +694,12 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
 
     sb.n = dp_packet_batch_size(batch);
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
-        if (impl->parse_packets || impl->stage_payloads) {
-            gpu_service_parse_packet(packet, &sb.pkts[i]);
-            total += sb.pkts[i].payload_len;
-        } else {
-            sb.pkts[i] = (struct gpu_service_packet) { .packet = packet };
-        }
+        sb.pkts[i] = (struct gpu_service_packet) { .packet = packet };
         sb.verdicts[i] = GPU_SERVICE_PASS;
     }
-
-    /* One copy in: every payload into the pinned buffer, back to back. */
-    sb.n_bytes = total;
-    if (impl->stage_payloads) {
-        if (!gpu_service_batch_stage(&sb, NULL)) {
-            VLOG_WARN_RL(&rl, "%s: no memory for %"PRIuSIZE" bytes of "
-                         "staging; packets pass",
-                         gpu_service_type_to_string(type), total);
-            return;
-        }
-    } else {
-        sb.data = NULL;
-        memset(sb.offsets, 0, (sb.n + 1) * sizeof sb.offsets[0]);
-    }
+    sb.n_bytes = 0;
+    sb.data = NULL;
+    memset(sb.offsets, 0, (sb.n + 1) * sizeof sb.offsets[0]);
 
     uint64_t start_ns = monotonic_ns();
     if (impl->hold) {
@@ -757,7 +728,6 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     gpu_counter_add(&total_batches, 1);
     gpu_counter_add(&total_packets, sb.n);
     gpu_counter_add(&total_dropped, n_dropped);
-    gpu_counter_add(&total_bytes, total);
 }
 
 static char *
@@ -784,7 +754,6 @@ gpu_service_get_totals(struct gpu_service_totals *t)
     atomic_read_relaxed(&total_batches, &t->n_batches);
     atomic_read_relaxed(&total_packets, &t->n_packets);
     atomic_read_relaxed(&total_dropped, &t->n_dropped);
-    atomic_read_relaxed(&total_bytes, &t->n_bytes_staged);
     atomic_read_relaxed(&total_run_ns, &t->run_ns);
 }
 

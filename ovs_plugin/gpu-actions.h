@@ -43,18 +43,11 @@
 
 struct ds;
 
-/* What the executor found in one packet. */
+/* One packet of a batch, and what a service that parses it found
+ * (gpu_service_parse_packet(); all zero until then). */
 struct gpu_service_packet {
     struct dp_packet *packet;
-    bool is_ip;                 /* IPv4 or IPv6, not a later fragment. */
-    bool is_ipv6;
-    uint8_t ip_proto;           /* IPPROTO_*, if 'is_ip'. */
-    uint16_t sport, dport;      /* TCP/UDP ports, host order, else 0. */
-    uint16_t l3_ofs;            /* Offset of the IP header. */
-    uint16_t l4_ofs;            /* Offset of the L4 header. */
-    uint16_t payload_ofs;       /* Offset of the L4 payload (TCP/UDP) or
-                                 * of the IP payload (other protocols). */
-    uint32_t payload_len;
+    struct gpu_frame_l4 l4;
 };
 
 enum gpu_service_verdict {
@@ -68,9 +61,9 @@ struct gpu_service_batch {
     struct gpu_service_packet pkts[NETDEV_MAX_BURST];
 
     /* The payloads of 'pkts', back to back in pinned memory: packet i is
-     * data[offsets[i]] to data[offsets[i + 1]] (empty if not IP).  Only
-     * if the service has 'stage_payloads'; else NULL and all zero until
-     * the service stages them itself (gpu_service_batch_stage()). */
+     * data[offsets[i]] to data[offsets[i + 1]] (empty if not IP).  NULL
+     * and all zero until the service stages them itself
+     * (gpu_service_batch_stage()). */
     const uint8_t *data;
     uint32_t offsets[NETDEV_MAX_BURST + 1];
     size_t n_bytes;             /* Sum of the payloads' lengths. */
@@ -82,18 +75,11 @@ struct gpu_service_batch {
 struct gpu_service_impl {
     enum gpu_service_type type;
 
-    /* True if run() reads the payloads staged in the batch; services
-     * that work on whole frames in place leave it false and save the
-     * copy, as do those that copy the payloads straight to where they
-     * gather them (gpu_service_batch_stage()). */
-    bool stage_payloads;
-
-    /* True if the service reads the parsed headers of 'pkts' (IP, ports,
-     * offsets; implied by 'stage_payloads').  Else the executor leaves
-     * all but 'packet' zero: parsing every frame cost ~30 ns a packet
-     * of the services that parse frames their own way (re_encode's
-     * profile on the H100 machine, eighteenth session). */
-    bool parse_packets;
+    /* The executor gives a service each packet alone ('packet' of
+     * struct gpu_service_packet): parsing every frame cost ~30 ns a
+     * packet (re_encode's profile on the H100 machine, eighteenth
+     * session), and each service parses what it needs, where it is
+     * cheapest (gpu_ids: in its matcher, on the device). */
 
     /* Checks the arguments of an action in a flow being added: NULL if
      * good, else a malloc()'d reason (the flow is refused). */
@@ -445,7 +431,6 @@ struct gpu_service_totals {
     uint64_t n_batches;
     uint64_t n_packets;
     uint64_t n_dropped;
-    uint64_t n_bytes_staged;
     uint64_t run_ns;            /* Time spent in the services' run(). */
 };
 void gpu_service_get_totals(struct gpu_service_totals *);

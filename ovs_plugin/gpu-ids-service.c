@@ -1013,7 +1013,7 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
              * (ids_gather_frames_info()). */
         } else if (h) {
             /* The rest when it matches (ids_gather_held_info()). */
-            g->info[g->n + i].is_ip = b->pkts[i].is_ip;
+            g->info[g->n + i].is_ip = b->pkts[i].l4.is_ip;
         } else {
             ids_alert_info_of_packet(&g->info[g->n + i], b->pkts[i].packet);
         }
@@ -1135,11 +1135,11 @@ ids_batch_parse(struct ids_ruleset *r, struct gpu_service_batch *b,
         struct gpu_service_packet *p = &b->pkts[i];
 
         gpu_service_parse_packet(p->packet, p);
-        b->n_bytes += p->payload_len;
+        b->n_bytes += p->l4.payload_len;
         memset(&hdrs[i], 0, sizeof hdrs[i]);
-        hdrs[i].proto = p->ip_proto;
-        hdrs[i].sport = p->sport;
-        hdrs[i].dport = p->dport;
+        hdrs[i].proto = p->l4.ip_proto;
+        hdrs[i].sport = p->l4.sport;
+        hdrs[i].dport = p->l4.dport;
     }
 }
 
@@ -1163,10 +1163,8 @@ ids_batch_as_frames(struct gpu_service_batch *b,
         struct gpu_service_packet *p = &b->pkts[i];
         uint32_t size = dp_packet_size(p->packet);
 
-        /* Not known until the scan. */
-        p->is_ip = false;
-        p->payload_ofs = 0;
-        p->payload_len = size;
+        /* Not known until the scan: staged or read whole. */
+        p->l4 = (struct gpu_frame_l4) { .payload_len = size };
         n_bytes += size;
         memset(&hdrs[i], 0, sizeof hdrs[i]);
         hdrs[i].flags = GPU_IDS_HDR_FRAME;
@@ -1290,10 +1288,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     }
     for (size_t i = 0; i < b->n; i++) {
         /* Only an alert line needs more than 'is_ip'. */
-        if (b->pkts[i].is_ip && verdicts[i].n_matches) {
+        if (b->pkts[i].l4.is_ip && verdicts[i].n_matches) {
             ids_alert_info_of_packet(&info[i], b->pkts[i].packet);
         } else {
-            info[i].is_ip = b->pkts[i].is_ip;
+            info[i].is_ip = b->pkts[i].l4.is_ip;
         }
     }
     ids_account(r, b->n, info, verdicts, b->offsets[b->n], NULL,
@@ -1302,10 +1300,6 @@ ids_scan(const char *args, struct gpu_service_batch *b,
 
 const struct gpu_service_impl gpu_ids_service_impl = {
     .type = GPU_SERVICE_IDS,
-    /* Gathered packets are copied straight into the gather, and parsed
-     * by the matcher (ids_batch_as_frames()). */
-    .stage_payloads = false,
-    .parse_packets = false,
     .check = ids_check,
     .hold = ids_scan,
     .poll = ids_poll,

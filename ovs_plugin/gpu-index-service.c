@@ -795,7 +795,6 @@ gpu_index_service_inject_fault(int error, unsigned int n)
 
 const struct gpu_service_impl gpu_index_service_impl = {
     .type = GPU_SERVICE_INDEX,
-    .stage_payloads = false,
     .check = index_check,
     .run = index_run,
     .timers_run = index_timers_run,

@@ -379,9 +379,8 @@ gpu_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
     struct gpu_service_totals totals;
     gpu_service_get_totals(&totals);
     ds_put_format(&s, "  service actions: %"PRIu64" batches, %"PRIu64
-                  " packets (%"PRIu64" payload bytes), %"PRIu64
-                  " dropped\n", totals.n_batches, totals.n_packets,
-                  totals.n_bytes_staged, totals.n_dropped);
+                  " packets, %"PRIu64" dropped\n", totals.n_batches,
+                  totals.n_packets, totals.n_dropped);
     ds_put_format(&s, "  service call latency: %.2f us per batch\n",
                   totals.n_batches
                   ? totals.run_ns / 1e3 / totals.n_batches : 0.0);

@@ -1224,6 +1224,38 @@ test_random_large(void **state)
     }
 }
 
+/* Appends to 'p' a packet of protocol 'proto' (ports from a few a rule
+ * header may name, none but for TCP and UDP) whose random payload, half
+ * HTTP-like text, has up to five of 'rs''s patterns planted in it. */
+static void
+community_packet(const struct gpu_ids_ruleset *rs, struct rng *r,
+                 struct pkts *p, uint8_t proto)
+{
+    static const uint16_t ports[] = { 80, 8080, 21, 25, 445, 1234, 3306 };
+    bool ported = proto == 6 || proto == 17;
+    size_t len = random_len(r);
+    uint8_t *d = pkts_add(p, len, proto,
+                          ported ? ports[rng_below(r, 7)] : 0,
+                          ported ? ports[rng_below(r, 7)] : 0);
+    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
+
+    for (size_t k = 0; k < len; k++) {
+        d[k] = rng_below(r, 2) ? "GET / HTTP/1.1\r\n"[rng_below(r, 16)]
+                               : rng_below(r, 256);
+    }
+    for (size_t k = rng_below(r, 6); k > 0; k--) {
+        struct gen_pattern g;
+        const uint8_t *bytes;
+        bool nocase;
+
+        gpu_ids_pattern_get(rs, rng_below(r, np), &bytes, &g.len, &nocase);
+        if (g.len <= sizeof g.bytes) {
+            memcpy(g.bytes, bytes, g.len);
+            plant(r, d, len, &g, nocase);
+        }
+    }
+}
+
 /* Community rules, random payloads with planted community patterns, full
  * verdicts against the brute force over every rule. */
 static void
@@ -1235,33 +1267,10 @@ test_community_random(void **state)
     size_t n_packets = 120;
 
     assert_non_null(rs);
-    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
     struct pkts p;
     pkts_init(&p, n_packets + 1, n_packets * 1500 + 1);
     for (size_t i = 0; i < n_packets; i++) {
-        size_t len = random_len(&r);
-        uint16_t ports[] = { 80, 8080, 21, 25, 445, 1234, 3306 };
-        uint8_t *d = pkts_add(&p, len, rng_below(&r, 4) ? 6 : 17,
-                              ports[rng_below(&r, 7)],
-                              ports[rng_below(&r, 7)]);
-
-        for (size_t k = 0; k < len; k++) {
-            d[k] = rng_below(&r, 2) ? "GET / HTTP/1.1\r\n"[rng_below(&r, 16)]
-                                    : rng_below(&r, 256);
-        }
-        for (size_t k = rng_below(&r, 6); k > 0; k--) {
-            struct gen_pattern g;
-            const uint8_t *bytes;
-            bool nocase;
-
-            gpu_ids_pattern_get(rs, rng_below(&r, np), &bytes, &g.len,
-                                &nocase);
-            if (g.len > sizeof g.bytes) {
-                continue;
-            }
-            memcpy(g.bytes, bytes, g.len);
-            plant(&r, d, len, &g, nocase);
-        }
+        community_packet(rs, &r, &p, rng_below(&r, 4) ? 6 : 17);
     }
     struct gpu_ids_verdict *expect = malloc((p.n + 1) * sizeof *expect);
     ref_verdicts(rs, &p, expect);
@@ -1414,37 +1423,14 @@ test_frames(void **state)
     uint64_t seed = case_seed(7, 0);
     struct rng r = { seed };
     size_t n_packets = 400;
-    uint32_t np = gpu_ids_ruleset_n_patterns(rs);
     struct pkts p, q;
     size_t n_ip = 0, n_not_ip = 0, n_payloads = 0, n_matched = 0;
 
     pkts_init(&p, n_packets + 1, n_packets * 1500 + 1);
     pkts_init(&q, n_packets + 1, n_packets * (1500 + FRAME_ROOM) + 1);
     for (size_t i = 0; i < n_packets; i++) {
-        size_t len = random_len(&r);
-        uint16_t ports[] = { 80, 8080, 21, 25, 445, 1234, 3306 };
-        uint8_t proto = (uint8_t[]) { 6, 6, 17, 1 }[rng_below(&r, 4)];
-        bool ported = proto != 1;
-        uint8_t *d = pkts_add(&p, len, proto,
-                              ported ? ports[rng_below(&r, 7)] : 0,
-                              ported ? ports[rng_below(&r, 7)] : 0);
-
-        for (size_t k = 0; k < len; k++) {
-            d[k] = rng_below(&r, 2) ? "GET / HTTP/1.1\r\n"[rng_below(&r, 16)]
-                                    : rng_below(&r, 256);
-        }
-        for (size_t k = rng_below(&r, 6); k > 0; k--) {
-            struct gen_pattern g;
-            const uint8_t *bytes;
-            bool nocase;
-
-            gpu_ids_pattern_get(rs, rng_below(&r, np), &bytes, &g.len,
-                                &nocase);
-            if (g.len <= sizeof g.bytes) {
-                memcpy(g.bytes, bytes, g.len);
-                plant(&r, d, len, &g, nocase);
-            }
-        }
+        community_packet(rs, &r, &p,
+                         (uint8_t[]) { 6, 6, 17, 1 }[rng_below(&r, 4)]);
     }
 
     struct gpu_ids_verdict *expect = malloc((p.n + 1) * sizeof *expect);
