@@ -24,6 +24,7 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer $(FUZZ_SANITIZE) -std=gnu11 \
 	-Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
 
 FUZZ_LIB_TARGETS = \
+	tests/fuzz/frame_parse_target \
 	tests/fuzz/ids_rules_target \
 	tests/fuzz/re_decode_target \
 	tests/fuzz/index_query_target \
@@ -94,6 +95,9 @@ FUZZ_PLUGIN = tests/fuzz/obj-ovs/ovs_plugin/gpu-dpcls.o \
 	$(FUZZ_CLASSIFIER) $(FUZZ_RUNTIME)
 FUZZ_LINK = $(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_SANITIZE) -o $@
 
+tests/fuzz/frame_parse_target: \
+		tests/fuzz/obj/tests/fuzz/frame_parse_target.o
+	$(FUZZ_LINK) $^
 tests/fuzz/ids_rules_target: tests/fuzz/obj/tests/fuzz/ids_rules_target.o \
 		$(FUZZ_IDS) $(FUZZ_RUNTIME)
 	$(FUZZ_LINK) $^ -lpthread -lm
