@@ -91,18 +91,20 @@ gpu_service_parse_frame(const struct dp_packet *packet,
                         struct gpu_frame_l4 *l4)
 {
     ovs_be32 packet_type = packet->packet_type;
-    const uint8_t *data = dp_packet_data(packet);
-    size_t size = dp_packet_size(packet);
+    enum gpu_frame_kind kind;
 
     if (packet_type == htonl(PT_ETH)) {
-        gpu_frame_parse(data, size, GPU_FRAME_ETH, l4);
+        kind = GPU_FRAME_ETH;
     } else if (packet_type == htonl(PT_IPV4)) {
-        gpu_frame_parse(data, size, GPU_FRAME_IPV4, l4);
+        kind = GPU_FRAME_IPV4;
     } else if (packet_type == htonl(PT_IPV6)) {
-        gpu_frame_parse(data, size, GPU_FRAME_IPV6, l4);
+        kind = GPU_FRAME_IPV6;
     } else {
         *l4 = (struct gpu_frame_l4) { .is_ip = false };
+        return;
     }
+    gpu_frame_parse(dp_packet_data(packet), dp_packet_size(packet), kind,
+                    l4);
 }
 
 void

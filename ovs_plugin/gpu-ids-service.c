@@ -1015,7 +1015,9 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
             /* The rest when it matches (ids_gather_held_info()). */
             g->info[g->n + i].is_ip = b->pkts[i].l4.is_ip;
         } else {
-            ids_alert_info_of_packet(&g->info[g->n + i], b->pkts[i].packet);
+            ids_alert_info_init(&g->info[g->n + i],
+                                dp_packet_data(b->pkts[i].packet),
+                                &b->pkts[i].l4);
         }
     }
     g->n += b->n;
@@ -1231,7 +1233,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         ids_batch_parse(r, b, hdrs);
     }
     if (hold) {
-        if (may_steal && next && emitter && b->n) {
+        if (gather) {
             struct ids_held *h = ids_held_create(packets, next, !alert);
 
             if (ids_gather(r, b, hdrs, h)) {
@@ -1247,10 +1249,6 @@ ids_scan(const char *args, struct gpu_service_batch *b,
          * held went on (above, or nothing was held if gathering failed
          * here: a failed gather holds nothing). */
         gpu_counter_add(&r->n_not_held, 1);
-        if (!parsed) {
-            ids_batch_parse(r, b, hdrs);
-            parsed = true;
-        }
         struct ids_gatherer *gt = ids_gatherer_get(false);
         if (gt && emitter) {
             gpu_service_holder_release(&gt->holder, emitter, true);
@@ -1289,7 +1287,8 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     for (size_t i = 0; i < b->n; i++) {
         /* Only an alert line needs more than 'is_ip'. */
         if (b->pkts[i].l4.is_ip && verdicts[i].n_matches) {
-            ids_alert_info_of_packet(&info[i], b->pkts[i].packet);
+            ids_alert_info_init(&info[i], dp_packet_data(b->pkts[i].packet),
+                                &b->pkts[i].l4);
         } else {
             info[i].is_ip = b->pkts[i].l4.is_ip;
         }
