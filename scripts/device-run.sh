@@ -34,6 +34,8 @@ steps=${*:-build test}
 
 export CMOCKA_CFLAGS="-I$DEPS/root/usr/include"
 export CMOCKA_LIBS="-L$DEPS/root/usr/lib/x86_64-linux-gnu -lcmocka"
+# xxhash.h (libxxhash-dev, test-re's oracle), header only.
+export CPPFLAGS="${CPPFLAGS:-} -I$DEPS/root/usr/include"
 export LD_LIBRARY_PATH=$DEPS/root/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
 export PATH=/usr/local/cuda/bin:$PATH
 

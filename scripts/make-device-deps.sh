@@ -3,7 +3,7 @@
 # folders that the GPU machine's runs carry, since that machine has no
 # network, DPDK, cmocka, Hyperscan, Jerasure, ISA-L, libpcap or CRoaring:
 #
-#   .devdeps/         cmocka + Debian's openvswitch.tar.gz
+#   .devdeps/         cmocka, xxhash.h + Debian's openvswitch.tar.gz
 #                     (scripts/device-run.sh build test)
 #   .devdeps-ids/     Hyperscan (bench/run-ids-gpu.sh)
 #   .devdeps-parity/  cmocka, Jerasure, gf-complete, ISA-L
@@ -47,7 +47,7 @@ unpack() {
     find "$dir/root" -name '*.a' -delete
 }
 
-unpack .devdeps libcmocka0 libcmocka-dev
+unpack .devdeps libcmocka0 libcmocka-dev libxxhash-dev
 cp /usr/src/openvswitch/openvswitch.tar.gz .devdeps/
 
 unpack .devdeps-ids libhyperscan5 libhyperscan-dev

@@ -420,7 +420,8 @@ run_encode_case(uint64_t cache, size_t n_docs)
         const uint8_t *data = stream.data() + at;
         size_t n_slots = gpu_re_n_slots(offsets[n], n, kd.min_chunk);
         std::vector<uint16_t> ends(n_slots);
-        std::vector<struct gpu_re_hash> hashes(n_slots), phash(n);
+        std::vector<struct gpu_re_hash> hashes(n_slots);
+        std::vector<uint32_t> phash(n);
         for (size_t j = 0; j < n; j++) {
             size_t slot = gpu_re_slot_base(offsets.data(), j, kd.min_chunk);
             uint32_t len = lens[i0 + j];
@@ -479,7 +480,7 @@ run_encode_case(uint64_t cache, size_t n_docs)
             std::vector<uint8_t> shim(GPU_RE_SHIM_HDR_LEN
                                       + results[j].body_len);
             uint32_t p32 = (uint32_t) (pos + offsets[j]);
-            uint32_t check = phash[j].hi >> 32;
+            uint32_t check = phash[j];
             uint8_t hdr[GPU_RE_SHIM_HDR_LEN] = {
                 GPU_RE_SHIM_VERSION, 0, 0,
                 (uint8_t) (a.start && !j ? GPU_RE_SHIM_F_START : 0),

@@ -52,6 +52,11 @@
 
 #include "gpu_services/re/gpu-re.h"
 
+/* libxxhash (Debian's libxxhash-dev), header only: the oracle of the
+ * shim's payload check. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 static uint64_t master_seed;
 static enum gpu_re_backend backends[2];
 static int n_backends;
@@ -307,8 +312,9 @@ test_reference_real(void **state)
 
 /* ---- Chunkers: every backend against the CPU single-payload path. ---- */
 
-/* The chunk and payload hashes of packet 'i' of batch 'b' (cut as
- * gpu_re_chunk_cpu() cuts it, 'k' chunks) are gpu_re_hash128()'s. */
+/* The chunk hashes of packet 'i' of batch 'b' (cut as gpu_re_chunk_cpu()
+ * cuts it, 'k' chunks) are gpu_re_hash128()'s, its payload check
+ * gpu_re_check32()'s. */
 static void
 check_batch_hashes(const struct gpu_re_batch *b, const uint8_t *data,
                    const uint32_t *offsets, size_t i, size_t k,
@@ -320,7 +326,7 @@ check_batch_hashes(const struct gpu_re_batch *b, const uint8_t *data,
     struct gpu_re_hash h;
 
     gpu_re_batch_chunks(b, i, &chunks);
-    if (chunks.n != k || !chunks.hashes || !chunks.payload_hash) {
+    if (chunks.n != k || !chunks.hashes || !chunks.payload_check) {
         fail_msg("seed 0x%016" PRIx64 " %s: packet %zu: %zu chunks "
                  "(hashes %p), CPU %zu", seed, what, i, chunks.n,
                  (void *) chunks.hashes, k);
@@ -335,10 +341,11 @@ check_batch_hashes(const struct gpu_re_batch *b, const uint8_t *data,
                      chunks.hashes[j].hi, chunks.hashes[j].lo, h.hi, h.lo);
         }
     }
-    h = gpu_re_hash128(p, len);
-    if (h.hi != chunks.payload_hash->hi || h.lo != chunks.payload_hash->lo) {
+    if (gpu_re_check32(p, len) != *chunks.payload_check) {
         fail_msg("seed 0x%016" PRIx64 " %s: packet %zu (len %zu): payload "
-                 "hash differs from gpu_re_hash128", seed, what, i, len);
+                 "check %08" PRIx32 ", gpu_re_check32 %08" PRIx32, seed,
+                 what, i, len, *chunks.payload_check,
+                 gpu_re_check32(p, len));
     }
 }
 
@@ -664,6 +671,147 @@ test_roundtrip(void **state)
     }
 }
 
+/* The shim's payload check is XXH64's high 32 bits: gpu_re_check32()
+ * (our XXH64, written once for the host and the device) against
+ * libxxhash's on random bytes of every length up to 2 kB, at every
+ * alignment, and on a few long runs. */
+static void
+test_check32_oracle(void **state)
+{
+    uint64_t seed = case_seed(30, 0);
+    struct rng r = { seed };
+    size_t size = 70000, n = 0;
+    uint8_t *buf = malloc(size + 8);
+
+    (void) state;
+    for (size_t i = 0; i < size + 8; i++) {
+        buf[i] = rng_next(&r);
+    }
+    for (size_t len = 0; len <= 2048; len++) {
+        for (size_t align = 0; align < 8; align++, n++) {
+            const uint8_t *p = buf + align + rng_below(&r, 256) * 8;
+            uint32_t want = XXH64(p, len, 0) >> 32;
+
+            if (gpu_re_check32(p, len) != want) {
+                fail_msg("seed 0x%016" PRIx64 ": length %zu at offset %td:"
+                         " %08" PRIx32 ", libxxhash %08" PRIx32, seed, len,
+                         p - buf, gpu_re_check32(p, len), want);
+            }
+        }
+    }
+    for (size_t k = 0; k < 16; k++, n++) {
+        size_t len = rng_below(&r, size);
+
+        assert_int_equal(gpu_re_check32(buf + 3, len),
+                         (uint32_t) (XXH64(buf + 3, len, 0) >> 32));
+    }
+    print_message("  seed 0x%016" PRIx64 ": %zu inputs equal to "
+                  "libxxhash's XXH64\n", seed, n);
+    free(buf);
+}
+
+static uint32_t
+get_be32(const uint8_t *p)
+{
+    return (uint32_t) p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
+}
+
+static void
+put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = v >> 24;
+    p[1] = v >> 16;
+    p[2] = v >> 8;
+    p[3] = v;
+}
+
+/* A version 1 shim (MurmurHash3's check) still decodes: every shim of a
+ * random trace rewritten as version 1 decodes to its payload on one
+ * decoder.  On a second decoder, fed the version 2 shims, the first shim
+ * past the trace's middle is given version 1's check (refused) and then
+ * version 3 (malformed). */
+static void
+test_shim_version1(void **state)
+{
+    uint64_t seed = case_seed(31, 0);
+    struct rng r = { seed };
+    struct gpu_re_config cfg;
+    struct gpu_re_encoder *e;
+    struct gpu_re_decoder *d, *dv2;
+    struct gpu_re_stats st;
+    struct trace t;
+    uint8_t *shim = malloc(70000), *out = malloc(65536);
+    size_t n_v1 = 0;
+    bool dv2_tested = false;
+
+    (void) state;
+    gpu_re_config_init(&cfg);
+    cfg.cache_size = 256 * 1024;
+    make_trace(&t, &r, 40, 1460, 3 * cfg.cache_size);
+    assert_int_equal(gpu_re_encoder_create(&cfg, NULL, &e), GPU_OK);
+    assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+    assert_int_equal(gpu_re_decoder_create(&cfg, &dv2), GPU_OK);
+    for (size_t i = 0; i < t.n; i++) {
+        const uint8_t *p = t.data + t.offsets[i];
+        size_t len = t.offsets[i + 1] - t.offsets[i], sl, ol;
+        int res = gpu_re_encode(e, p, len, NULL, 0, shim, 70000, &sl);
+        uint32_t v1_check = gpu_re_hash128(p, len).hi >> 32;
+
+        if (res != GPU_RE_SHIM) {
+            gpu_re_decoder_observe(d, p, len);
+            gpu_re_decoder_observe(dv2, p, len);
+            continue;
+        }
+        assert_int_equal(shim[0], GPU_RE_SHIM_VERSION);
+        assert_int_equal(get_be32(shim + 12), gpu_re_check32(p, len));
+
+        if (dv2_tested) {
+            /* Out of step after the refusal: not fed any more. */
+        } else if (i < t.n / 2 || v1_check == gpu_re_check32(p, len)) {
+            res = gpu_re_decode(dv2, shim, sl, out, 65536, &ol);
+            if (res != GPU_RE_DECODED || ol != len || memcmp(out, p, len)) {
+                fail_msg("seed 0x%016" PRIx64 " payload %zu: decode %d, "
+                         "%zu bytes of %zu", seed, i, res, ol, len);
+            }
+        } else {
+            uint8_t good[4];
+
+            memcpy(good, shim + 12, 4);
+            put_be32(shim + 12, v1_check);
+            assert_int_equal(gpu_re_decode(dv2, shim, sl, out, 65536, &ol),
+                             GPU_RE_UNDECODABLE);
+            memcpy(shim + 12, good, 4);
+            shim[0] = 3;
+            gpu_re_decoder_get_stats(dv2, &st);
+            uint64_t malformed = st.malformed;
+            assert_int_equal(gpu_re_decode(dv2, shim, sl, out, 65536, &ol),
+                             GPU_RE_UNDECODABLE);
+            gpu_re_decoder_get_stats(dv2, &st);
+            assert_int_equal(st.malformed, malformed + 1);
+            dv2_tested = true;
+        }
+
+        shim[0] = GPU_RE_SHIM_VERSION_MURMUR;
+        put_be32(shim + 12, v1_check);
+        res = gpu_re_decode(d, shim, sl, out, 65536, &ol);
+        if (res != GPU_RE_DECODED || ol != len || memcmp(out, p, len)) {
+            fail_msg("seed 0x%016" PRIx64 " payload %zu as version 1: "
+                     "decode %d, %zu bytes of %zu", seed, i, res, ol, len);
+        }
+        n_v1++;
+    }
+    print_message("  seed 0x%016" PRIx64 ": %zu version 1 shims decoded\n",
+                  seed, n_v1);
+    assert_true(n_v1 > 100);
+    assert_true(dv2_tested);
+    trace_free(&t);
+    gpu_re_encoder_destroy(e);
+    gpu_re_decoder_destroy(d);
+    gpu_re_decoder_destroy(dv2);
+    free(shim);
+    free(out);
+}
+
 /* 't' with edge cases mixed in: empty payloads, payloads shorter than
  * min_ref (one chunk, never referenced), repeats of an earlier payload
  * (one chunk if short), and payloads of GPU_RE_MAX_PAYLOAD bytes of
@@ -787,7 +935,7 @@ test_encode_chunks(void **state)
                     gpu_re_batch_chunks(b, j, &chunks);
                     cuts = chunks;
                     cuts.hashes = NULL;
-                    cuts.payload_hash = NULL;
+                    cuts.payload_check = NULL;
                     res[PLAIN] = gpu_re_encode(e[PLAIN], p, len, NULL, 0,
                                                out[PLAIN], room,
                                                &out_len[PLAIN]);
@@ -1084,18 +1232,21 @@ test_malformed(void **state)
     }
 
     /* Header faults on the real second shim. */
-    for (int f = 0; f < 7; f++) {
+    for (int f = 0; f < 8; f++) {
         d = primed_decoder(&cfg, s1, l1);
         memcpy(m, s2, l2);
         size_t ml = l2;
         switch (f) {
-        case 0: m[0] = 2; break;                /* Version. */
+        case 0: m[0] = 3; break;                /* Version. */
         case 1: m[3] = 0x80; break;             /* Unknown flag. */
         case 2: m[5] ^= 1; break;               /* Epoch. */
         case 3: m[11] ^= 1; break;              /* Position. */
         case 4: m[15] ^= 1; break;              /* Check. */
         case 5: ml = 15; break;                 /* Truncated header. */
         case 6: m[1] = 6; break;                /* Packet shim here. */
+        case 7:                                 /* Version 1's check. */
+            m[0] = GPU_RE_SHIM_VERSION_MURMUR;
+            break;
         }
         if (gpu_re_decode(d, m, ml, out, sizeof out, &ol)
             != GPU_RE_UNDECODABLE) {
@@ -2308,6 +2459,8 @@ main(void)
         cmocka_unit_test(test_reference_real),
         cmocka_unit_test(test_backends_identical),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_check32_oracle),
+        cmocka_unit_test(test_shim_version1),
         cmocka_unit_test(test_encode_chunks),
         cmocka_unit_test(test_loss_reorder),
         cmocka_unit_test(test_malformed),

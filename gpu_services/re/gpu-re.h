@@ -251,22 +251,26 @@ struct gpu_re_hash {
 /* MurmurHash3 x64_128 of 'data' (seed 0). */
 struct gpu_re_hash gpu_re_hash128(const void *data, size_t len);
 
+/* A payload's check, as a version 2 shim carries it: the high 32 bits of
+ * its XXH64 (seed 0). */
+uint32_t gpu_re_check32(const void *data, size_t len);
+
 /* The hashes of the last completed submission of a batch created with
  * GPU_RE_BATCH_HASHES (else NULL): 'chunk_hashes' by slot like the ends
- * (gpu_re_hash128() of each chunk), 'payload_hashes' by packet (of the
- * whole payload). */
+ * (gpu_re_hash128() of each chunk), 'payload_checks' by packet
+ * (gpu_re_check32() of the whole payload). */
 void gpu_re_batch_hashes(const struct gpu_re_batch *,
                          const struct gpu_re_hash **chunk_hashes,
-                         const struct gpu_re_hash **payload_hashes);
+                         const uint32_t **payload_checks);
 
 /* One payload's chunks as a batch gives them to the encoder. */
 struct gpu_re_chunks {
     const uint16_t *ends;       /* 'n' chunk ends, the last the length. */
     size_t n;
-    /* gpu_re_hash128() of each chunk and of the payload, or NULL: the
-     * encoder computes them. */
+    /* gpu_re_hash128() of each chunk and gpu_re_check32() of the
+     * payload, or NULL: the encoder computes them. */
     const struct gpu_re_hash *hashes;
-    const struct gpu_re_hash *payload_hash;
+    const uint32_t *payload_check;
 };
 
 /* Fills 'chunks' with packet 'i' of the batch's last completed
@@ -287,7 +291,9 @@ void gpu_re_batch_chunks(const struct gpu_re_batch *, size_t i,
  *   6  u16  orig_len     decoded payload length
  *   8  u32  pos          encoder stream position (low 32 bits) of the
  *                        payload's first byte
- *   12 u32  check        high 32 bits of the payload's 128-bit hash
+ *   12 u32  check        gpu_re_check32() of the decoded payload
+ *                        (version 1: the high 32 bits of its
+ *                        gpu_re_hash128(); decoders take both)
  *
  * The body is items up to orig_len decoded bytes:
  *
@@ -298,7 +304,11 @@ void gpu_re_batch_chunks(const struct gpu_re_batch *, size_t i,
  * with varint the LEB128 encoding of an unsigned integer (at most 5
  * bytes, no overlong forms).
  */
-#define GPU_RE_SHIM_VERSION 1
+/* Version 2 differs from 1 only in its check (gpu_re_check32() instead
+ * of MurmurHash3's high 32 bits, which cost decoders twice the time);
+ * encoders write 2, decoders take both. */
+#define GPU_RE_SHIM_VERSION 2
+#define GPU_RE_SHIM_VERSION_MURMUR 1
 #define GPU_RE_SHIM_HDR_LEN 16
 #define GPU_RE_SHIM_F_START 0x01    /* First payload of an epoch. */
 #define GPU_RE_IPPROTO 253          /* RFC 3692 experimental. */

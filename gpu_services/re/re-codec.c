@@ -332,15 +332,19 @@ shim_read(const uint8_t *p, size_t len, struct shim_hdr *h)
     h->orig_len = get16(p + 6);
     h->pos = get32(p + 8);
     h->check = get32(p + 12);
-    return (h->version == GPU_RE_SHIM_VERSION
+    return ((h->version == GPU_RE_SHIM_VERSION
+             || h->version == GPU_RE_SHIM_VERSION_MURMUR)
             && !(h->flags & ~GPU_RE_SHIM_F_START));
 }
 
-
+/* The check a shim of 'version' (one shim_read() took) carries for the
+ * payload 'p'. */
 static uint32_t
-payload_check(const uint8_t *p, size_t len)
+payload_check(uint8_t version, const uint8_t *p, size_t len)
 {
-    return gpu_re_hash128(p, len).hi >> 32;
+    return (version == GPU_RE_SHIM_VERSION_MURMUR
+            ? gpu_re_hash128(p, len).hi >> 32
+            : gpu_re_payload_check(p, len));
 }
 
 /* ---- Configuration. ---- */
@@ -776,15 +780,15 @@ gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *e,
 
 /* The encoder proper: 'ends' are the payload's 'n_chunks' chunk ends,
  * 'hashes' their gpu_re_hash128() (those of chunks shorter than min_ref
- * are not read) and 'payload_hash' the payload's, or NULL to compute
- * them here.  Returns GPU_RE_SHIM (shim in e->shim, '*shim_len' bytes)
+ * are not read) and 'payload_check' the payload's gpu_re_check32(), or
+ * NULL to compute them here.  Returns GPU_RE_SHIM (shim in e->shim, '*shim_len' bytes)
  * or GPU_RE_RAW; updates the cache and the table either way (unless the
  * epoch has not started and no START shim fits in 'out_size'). */
 static int
 encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
        const uint16_t *ends, size_t n_chunks,
        const struct gpu_re_hash *hashes,
-       const struct gpu_re_hash *payload_hash, size_t out_size,
+       const uint32_t *payload_check_, size_t out_size,
        size_t *shim_len)
 {
     const uint64_t base = e->cache.pos;
@@ -879,8 +883,8 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
     h.epoch = e->epoch;
     h.orig_len = len;
     h.pos = (uint32_t) base;
-    h.check = (payload_hash ? payload_hash->hi >> 32
-               : payload_check(p, len));
+    h.check = (payload_check_ ? *payload_check_
+               : payload_check(h.version, p, len));
     shim_write(e->shim, &h);
     *shim_len = GPU_RE_SHIM_HDR_LEN + n;
     e->started = true;
@@ -970,7 +974,7 @@ gpu_re_encode_chunks(struct gpu_re_encoder *e, const uint8_t *payload,
         return GPU_ERR_INVALID;
     }
     r = encode(e, payload, len, ends, n_chunks, chunks->hashes,
-               chunks->payload_hash, out_size, &shim_len);
+               chunks->payload_check, out_size, &shim_len);
     if (r == GPU_RE_SHIM) {
         memcpy(out, e->shim, shim_len);
         *out_len = shim_len;
@@ -1270,7 +1274,7 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
     if (o != h->orig_len) {
         return refuse(d, true);
     }
-    if (valid && payload_check(out, o) != h->check) {
+    if (valid && payload_check(h->version, out, o) != h->check) {
         /* The cache holds wrong bytes somewhere we referenced (raw
          * payloads reordered): distrust them, and this payload. */
         for (int k = 0; k < n_refs; k++) {
@@ -1575,11 +1579,12 @@ encode_frame(struct gpu_re_encoder *e, uint8_t *f, size_t *len, size_t cap,
     if (!chunks) {
         own.n = chunk_payload(e, pay, plen);
         own.ends = e->ends;
-        own.hashes = own.payload_hash = NULL;
+        own.hashes = NULL;
+        own.payload_check = NULL;
         chunks = &own;
     }
     r = encode(e, pay, plen, chunks->ends, chunks->n, chunks->hashes,
-               chunks->payload_hash, room, &shim_len);
+               chunks->payload_check, room, &shim_len);
     encode_done(e, r, plen, shim_len);
     if (r != GPU_RE_SHIM) {
         return GPU_RE_RAW;
@@ -1799,7 +1804,7 @@ gpu_re_encode_frame_result(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     h.epoch = b->enc_epoch;
     h.orig_len = plen;
     h.pos = (uint32_t) (a->base + (b->offsets[i] - b->offsets[a->first]));
-    h.check = b->payload_hashes[i].hi >> 32;
+    h.check = b->payload_checks[i];
     shim_write(hdr, &h);
     frame_put_shim(f, len, &k, plen, hdr,
                    b->enc_bodies + gpu_re_enc_body_slot(b->offsets, i),

@@ -107,7 +107,7 @@ gpu_re_cpu_chunk_batch(struct gpu_re_batch *b)
                   b->want_fps ? b->fps + slot : NULL, len + 1);
         if (b->want_hashes) {
             gpu_re_hash_packet(payload, len, b->ends + slot,
-                               b->hashes + slot, &b->payload_hashes[i]);
+                               b->hashes + slot, &b->payload_checks[i]);
         }
     }
 }
@@ -129,7 +129,7 @@ cpu_batch_uninit(struct gpu_re_batch *b)
     free(b->ends);
     free(b->fps);
     free(b->hashes);
-    free(b->payload_hashes);
+    free(b->payload_checks);
 }
 
 static int
@@ -139,11 +139,11 @@ cpu_batch_init(struct gpu_re_batch *b)
     b->fps = b->want_fps ? malloc(b->max_slots * sizeof *b->fps) : NULL;
     if (b->want_hashes) {
         b->hashes = malloc(b->max_slots * sizeof *b->hashes);
-        b->payload_hashes = malloc(b->max_packets
-                                   * sizeof *b->payload_hashes);
+        b->payload_checks = malloc(b->max_packets
+                                   * sizeof *b->payload_checks);
     }
     if (!b->ends || (b->want_fps && !b->fps)
-        || (b->want_hashes && (!b->hashes || !b->payload_hashes))) {
+        || (b->want_hashes && (!b->hashes || !b->payload_checks))) {
         cpu_batch_uninit(b);
         return GPU_ERR_NOMEM;
     }

@@ -94,7 +94,7 @@ struct cuda_batch {
     uint16_t *d_ends;
     uint64_t *d_fps;
     struct gpu_re_hash *d_hashes;          /* GPU_RE_BATCH_HASHES. */
-    struct gpu_re_hash *d_payload_hashes;
+    uint32_t *d_payload_checks;
     struct gpu_re_enc_result *d_enc_results;   /* An encoder's batch. */
     uint8_t *d_enc_bodies;
     cudaStream_t copy;
@@ -194,7 +194,7 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     cudaFree(x->d_ends);
     cudaFree(x->d_fps);
     cudaFree(x->d_hashes);
-    cudaFree(x->d_payload_hashes);
+    cudaFree(x->d_payload_checks);
     cudaFree(x->d_enc_results);
     cudaFree(x->d_enc_bodies);
     if (b->enc_results) {
@@ -214,13 +214,13 @@ batch_free(struct gpu_re_batch *b, struct cuda_batch *x)
     if (b->hashes) {
         cudaFreeHost(b->hashes);
     }
-    if (b->payload_hashes) {
-        cudaFreeHost(b->payload_hashes);
+    if (b->payload_checks) {
+        cudaFreeHost(b->payload_checks);
     }
     b->ends = NULL;
     b->fps = NULL;
     b->hashes = NULL;
-    b->payload_hashes = NULL;
+    b->payload_checks = NULL;
     if (x->copy) {
         cudaStreamDestroy(x->copy);
     }
@@ -291,9 +291,9 @@ cuda_batch_init(struct gpu_re_batch *b)
                              ns * sizeof *b->hashes);
     }
     if (!error && b->want_hashes) {
-        error = alloc_result((void **) &x->d_payload_hashes,
-                             (void **) &b->payload_hashes,
-                             np * sizeof *b->payload_hashes);
+        error = alloc_result((void **) &x->d_payload_checks,
+                             (void **) &b->payload_checks,
+                             np * sizeof *b->payload_checks);
     }
     /* Encoding: each payload's result and shim body. */
     if (!error && b->enc_dev) {
@@ -405,7 +405,7 @@ launch_hash(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
     if (b->want_hashes) {
         hash_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
             x->d_data, x->d_offsets, order, n, b->c->cfg.params.min_chunk,
-            x->d_ends, x->d_hashes, x->d_payload_hashes);
+            x->d_ends, x->d_hashes, x->d_payload_checks);
     }
 }
 
@@ -543,10 +543,10 @@ graph_hash_kernel(const uint8_t *__restrict__ data,
                   const uint32_t *__restrict__ order, uint32_t min_chunk,
                   const uint16_t *__restrict__ ends,
                   struct gpu_re_hash *__restrict__ hashes,
-                  struct gpu_re_hash *__restrict__ payload_hashes)
+                  uint32_t *__restrict__ payload_checks)
 {
     hash_body(data, args_offsets(a), order, a->n, min_chunk, ends, hashes,
-              payload_hashes);
+              payload_checks);
 }
 
 /* Copies the results of a launch ('n_slots' cuts, fingerprints and chunk
@@ -559,8 +559,8 @@ graph_push_kernel(const struct graph_args *a,
                   const uint64_t *__restrict__ fps, uint64_t *h_fps,
                   const struct gpu_re_hash *__restrict__ hashes,
                   struct gpu_re_hash *h_hashes,
-                  const struct gpu_re_hash *__restrict__ payload_hashes,
-                  struct gpu_re_hash *h_payload_hashes)
+                  const uint32_t *__restrict__ payload_checks,
+                  uint32_t *h_payload_checks)
 {
     uint32_t stride = gridDim.x * blockDim.x;
     uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
@@ -574,8 +574,8 @@ graph_push_kernel(const struct graph_args *a,
             h_hashes[i] = hashes[i];
         }
     }
-    for (uint32_t i = first; h_payload_hashes && i < a->n; i += stride) {
-        h_payload_hashes[i] = payload_hashes[i];
+    for (uint32_t i = first; h_payload_checks && i < a->n; i += stride) {
+        h_payload_checks[i] = payload_checks[i];
     }
 }
 
@@ -712,7 +712,7 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     if (b->want_hashes) {
         graph_hash_kernel<<<grid, THREADS, 0, cs>>>(
             x->d_data, a, order, c->cfg.params.min_chunk, x->d_ends,
-            x->d_hashes, x->d_payload_hashes);
+            x->d_hashes, x->d_payload_checks);
     }
 
     /* Encoding: the host needs only each payload's result, its shim's
@@ -747,15 +747,15 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     uint64_t *h_fps = mapped(b->want_fps ? b->fps : NULL, &error);
     struct gpu_re_hash *h_hashes
         = mapped(b->want_hashes && !enc ? b->hashes : NULL, &error);
-    struct gpu_re_hash *h_payload_hashes
-        = mapped(b->want_hashes ? b->payload_hashes : NULL, &error);
+    uint32_t *h_payload_checks
+        = mapped(b->want_hashes ? b->payload_checks : NULL, &error);
     uint32_t most = b->max_slots > np ? b->max_slots : np;
     uint32_t pgrid = (most + THREADS - 1) / THREADS;
 
     if (!error) {
         graph_push_kernel<<<pgrid < 264 ? pgrid : 264, THREADS, 0, cs>>>(
             a, x->d_ends, h_ends, x->d_fps, h_fps, x->d_hashes, h_hashes,
-            x->d_payload_hashes, h_payload_hashes);
+            x->d_payload_checks, h_payload_checks);
         gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&a->seq, x->graph.flag_dev);
     }
     return error ? error : CK(cudaGetLastError());
@@ -994,9 +994,9 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
                                        cudaMemcpyDeviceToHost, s));
         }
         if (!error && b->want_hashes) {
-            error = CK(cudaMemcpyAsync(b->payload_hashes,
-                                       x->d_payload_hashes,
-                                       n * sizeof *b->payload_hashes,
+            error = CK(cudaMemcpyAsync(b->payload_checks,
+                                       x->d_payload_checks,
+                                       n * sizeof *b->payload_checks,
                                        cudaMemcpyDeviceToHost, s));
         }
     }

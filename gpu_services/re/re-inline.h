@@ -157,10 +157,10 @@ gpu_re_cutter_test(const struct gpu_re_kparams *k,
 
 /* ---- MurmurHash3 x64_128 (Austin Appleby, public domain), seed 0. ----
  *
- * The chunk and payload hash (gpu_re_hash128()), written once for the
- * CPU and the CUDA kernel that hashes a batch's chunks ahead of the
- * encoder: the encoder takes those hashes in place of its own, so they
- * must be the same bits. */
+ * The chunk hash (gpu_re_hash128()), written once for the CPU and the
+ * CUDA kernel that hashes a batch's chunks ahead of the encoder: the
+ * encoder takes those hashes in place of its own, so they must be the
+ * same bits.  (Shim version 1 checked payloads with it too.) */
 
 GPU_RE_HD uint64_t
 gpu_re_rotl64(uint64_t x, int r)
@@ -252,20 +252,128 @@ gpu_re_murmur128(const uint8_t *data, uint64_t len)
     return h;
 }
 
+/* ---- XXH64 (Yann Collet's xxHash, BSD-2-Clause), seed 0. ----
+ *
+ * The shim's payload check from version 2 on (gpu_re_payload_check()).
+ * The decoder hashes every payload it rebuilds on the datapath thread:
+ * MurmurHash3 x64_128, whose two halves wait on each other every 16
+ * bytes, was 13% of the re pair's PMD (docs/RE-NOTES.md); XXH64's four
+ * independent lanes hash the same bytes about twice as fast on one core,
+ * and it needs no table or vector unit on the device.  Written from the
+ * xxHash specification; tests/test-re.c checks it against libxxhash. */
+
+#define GPU_RE_XXH_P1 0x9e3779b185ebca87ULL
+#define GPU_RE_XXH_P2 0xc2b2ae3d27d4eb4fULL
+#define GPU_RE_XXH_P3 0x165667b19e3779f9ULL
+#define GPU_RE_XXH_P4 0x85ebca77c2b2ae63ULL
+#define GPU_RE_XXH_P5 0x27d4eb2f165667c5ULL
+
+/* The little-endian 32-bit word at 'p', any alignment (as
+ * gpu_re_load64le()). */
+GPU_RE_HD uint32_t
+gpu_re_load32le(const uint8_t *p)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t *w = (const uint32_t *) ((uintptr_t) p & ~(uintptr_t) 3);
+    unsigned int shift = ((uintptr_t) p & 3) * 8;
+
+    return shift ? (w[0] >> shift) | (w[1] << (32 - shift)) : w[0];
+#else
+    uint32_t v;
+
+    memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+#endif
+}
+
+GPU_RE_HD uint64_t
+gpu_re_xxh64_round(uint64_t acc, uint64_t input)
+{
+    acc += input * GPU_RE_XXH_P2;
+    return gpu_re_rotl64(acc, 31) * GPU_RE_XXH_P1;
+}
+
+GPU_RE_HD uint64_t
+gpu_re_xxh64_merge(uint64_t acc, uint64_t lane)
+{
+    acc ^= gpu_re_xxh64_round(0, lane);
+    return acc * GPU_RE_XXH_P1 + GPU_RE_XXH_P4;
+}
+
+GPU_RE_HD uint64_t
+gpu_re_xxh64(const uint8_t *p, uint64_t len)
+{
+    const uint8_t *end = p + len;
+    uint64_t h;
+
+    if (len >= 32) {
+        uint64_t v1 = GPU_RE_XXH_P1 + GPU_RE_XXH_P2;
+        uint64_t v2 = GPU_RE_XXH_P2;
+        uint64_t v3 = 0;
+        uint64_t v4 = 0 - GPU_RE_XXH_P1;
+
+        do {
+            v1 = gpu_re_xxh64_round(v1, gpu_re_load64le(p));
+            v2 = gpu_re_xxh64_round(v2, gpu_re_load64le(p + 8));
+            v3 = gpu_re_xxh64_round(v3, gpu_re_load64le(p + 16));
+            v4 = gpu_re_xxh64_round(v4, gpu_re_load64le(p + 24));
+            p += 32;
+        } while (end - p >= 32);
+        h = (gpu_re_rotl64(v1, 1) + gpu_re_rotl64(v2, 7)
+             + gpu_re_rotl64(v3, 12) + gpu_re_rotl64(v4, 18));
+        h = gpu_re_xxh64_merge(h, v1);
+        h = gpu_re_xxh64_merge(h, v2);
+        h = gpu_re_xxh64_merge(h, v3);
+        h = gpu_re_xxh64_merge(h, v4);
+    } else {
+        h = GPU_RE_XXH_P5;
+    }
+    h += len;
+    for (; end - p >= 8; p += 8) {
+        h ^= gpu_re_xxh64_round(0, gpu_re_load64le(p));
+        h = gpu_re_rotl64(h, 27) * GPU_RE_XXH_P1 + GPU_RE_XXH_P4;
+    }
+    if (end - p >= 4) {
+        h ^= (uint64_t) gpu_re_load32le(p) * GPU_RE_XXH_P1;
+        h = gpu_re_rotl64(h, 23) * GPU_RE_XXH_P2 + GPU_RE_XXH_P3;
+        p += 4;
+    }
+    for (; p < end; p++) {
+        h ^= *p * GPU_RE_XXH_P5;
+        h = gpu_re_rotl64(h, 11) * GPU_RE_XXH_P1;
+    }
+    h ^= h >> 33;
+    h *= GPU_RE_XXH_P2;
+    h ^= h >> 29;
+    h *= GPU_RE_XXH_P3;
+    h ^= h >> 32;
+    return h;
+}
+
+/* The shim's 'check' of a payload: the high 32 bits of its XXH64 (shim
+ * version 2; version 1's was MurmurHash3's, gpu_re_payload_check_v1()). */
+GPU_RE_HD uint32_t
+gpu_re_payload_check(const uint8_t *p, uint32_t len)
+{
+    return gpu_re_xxh64(p, len) >> 32;
+}
+
 /* The hashes a batch gives the encoder for one packet of 'len' bytes:
  * each chunk's (ends[] as the chunker wrote them, the last one 'len'),
- * by slot like the ends, and the whole packet's (the shim's check). */
+ * by slot like the ends, and the whole packet's check for its shim. */
 GPU_RE_HD void
 gpu_re_hash_packet(const uint8_t *p, uint32_t len, const uint16_t *ends,
-                   struct gpu_re_hash *hashes,
-                   struct gpu_re_hash *payload_hash)
+                   struct gpu_re_hash *hashes, uint32_t *payload_check)
 {
     uint32_t s = 0, i;
 
     for (i = 0; s < len; s = ends[i++]) {
         hashes[i] = gpu_re_murmur128(p + s, ends[i] - s);
     }
-    *payload_hash = gpu_re_murmur128(p, len);
+    *payload_check = gpu_re_payload_check(p, len);
 }
 
 /* Appends LEB128 'v' at out[*n] if it fits before 'limit' (the shim's

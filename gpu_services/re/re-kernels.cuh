@@ -467,7 +467,7 @@ hash_body(const uint8_t *__restrict__ data,
           const uint32_t *__restrict__ order, uint32_t n,
           uint32_t min_chunk, const uint16_t *__restrict__ ends,
           struct gpu_re_hash *__restrict__ hashes,
-          struct gpu_re_hash *__restrict__ payload_hashes)
+          uint32_t *__restrict__ payload_checks)
 {
     uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -480,7 +480,7 @@ hash_body(const uint8_t *__restrict__ data,
     uint32_t slot = start / min_chunk + p;
 
     gpu_re_hash_packet(data + start, len, ends + slot, hashes + slot,
-                       &payload_hashes[p]);
+                       &payload_checks[p]);
 }
 
 __global__ void __launch_bounds__(THREADS)
@@ -489,10 +489,10 @@ hash_kernel(const uint8_t *__restrict__ data,
             const uint32_t *__restrict__ order, uint32_t n,
             uint32_t min_chunk, const uint16_t *__restrict__ ends,
             struct gpu_re_hash *__restrict__ hashes,
-            struct gpu_re_hash *__restrict__ payload_hashes)
+            uint32_t *__restrict__ payload_checks)
 {
     hash_body(data, offsets, order, n, min_chunk, ends, hashes,
-              payload_hashes);
+              payload_checks);
 }
 
 /* ---- The encoder on the device (re-private.h): insert, encode, append,

@@ -157,7 +157,7 @@ struct gpu_re_batch {
     uint16_t *ends;
     uint64_t *fps;
     struct gpu_re_hash *hashes;         /* By slot, as 'ends'. */
-    struct gpu_re_hash *payload_hashes; /* By packet. */
+    uint32_t *payload_checks;           /* By packet. */
 
     /* A batch of an encoder on the device: its device state, the
      * submission's arguments, and its results (pinned). */

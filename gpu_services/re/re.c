@@ -409,10 +409,10 @@ gpu_re_batch_results(const struct gpu_re_batch *b, const uint16_t **ends,
 void
 gpu_re_batch_hashes(const struct gpu_re_batch *b,
                     const struct gpu_re_hash **chunk_hashes,
-                    const struct gpu_re_hash **payload_hashes)
+                    const uint32_t **payload_checks)
 {
     *chunk_hashes = b->hashes;
-    *payload_hashes = b->payload_hashes;
+    *payload_checks = b->payload_checks;
 }
 
 void
@@ -431,8 +431,8 @@ gpu_re_batch_chunks(const struct gpu_re_batch *b, size_t i,
     chunks->ends = b->ends + slot;
     chunks->n = n;
     chunks->hashes = b->hashes ? b->hashes + slot : NULL;
-    chunks->payload_hash = (b->payload_hashes ? &b->payload_hashes[i]
-                            : NULL);
+    chunks->payload_check = (b->payload_checks ? &b->payload_checks[i]
+                             : NULL);
 }
 
 /* ---- The 128-bit chunk hash (re-inline.h, shared with CUDA). ---- */
@@ -441,4 +441,10 @@ struct gpu_re_hash
 gpu_re_hash128(const void *data, size_t len)
 {
     return gpu_re_murmur128(data, len);
+}
+
+uint32_t
+gpu_re_check32(const void *data, size_t len)
+{
+    return gpu_re_payload_check(data, len);
 }
