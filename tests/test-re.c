@@ -1125,9 +1125,8 @@ put_hdr(uint8_t *p, uint8_t flags, uint16_t epoch, uint16_t olen,
     p[3] = flags;
     p[4] = epoch >> 8; p[5] = epoch;
     p[6] = olen >> 8; p[7] = olen;
-    p[8] = pos >> 24; p[9] = pos >> 16; p[10] = pos >> 8; p[11] = pos;
-    p[12] = check >> 24; p[13] = check >> 16; p[14] = check >> 8;
-    p[15] = check;
+    put_be32(p + 8, pos);
+    put_be32(p + 12, check);
 }
 
 static void
