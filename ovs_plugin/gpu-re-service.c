@@ -988,6 +988,12 @@ re_format_peer(struct ds *s, struct re_peer *p)
     if (!p->encoder) {
         ds_put_format(s, "  undecodable (dropped): %"PRIu64" (%"PRIu64
                       " malformed)\n", st.undecodable, st.malformed);
+        if (st.shims_v1) {
+            /* The peer's ovs-gpu predates shim version 2: still
+             * decoded, at MurmurHash3's cost. */
+            ds_put_format(s, "  shims of version 1 (an older encoder): %"
+                          PRIu64"\n", st.shims_v1);
+        }
     }
     ds_put_format(s, "  errors (packets passed): %"PRIu64"\n", n_errors);
 }

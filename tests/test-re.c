@@ -803,6 +803,10 @@ test_shim_version1(void **state)
     print_message("  seed 0x%016" PRIx64 ": %zu version 1 shims decoded\n",
                   seed, n_v1);
     assert_true(n_v1 > 100);
+    gpu_re_decoder_get_stats(d, &st);
+    assert_int_equal(st.shims_v1, n_v1);
+    gpu_re_decoder_get_stats(dv2, &st);
+    assert_int_equal(st.shims_v1, 0);
     assert_true(dv2_tested);
     trace_free(&t);
     gpu_re_encoder_destroy(e);

@@ -361,6 +361,8 @@ struct gpu_re_stats {
     uint64_t cache_fill;        /* Bytes in the cache now. */
     uint64_t undecodable;       /* Decoder: shims refused. */
     uint64_t malformed;         /* ...of which malformed. */
+    uint64_t shims_v1;          /* Decoder: shims of version 1 (an
+                                 * older encoder's check) taken. */
     uint64_t epochs;            /* Epochs started (resyncs). */
     uint64_t passed;            /* Packet helpers: left alone (not IP,
                                  * fragment, not TCP/UDP, ...). */

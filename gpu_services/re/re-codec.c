@@ -1204,6 +1204,7 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
 
     d->stats.packets++;
     d->stats.shims++;
+    d->stats.shims_v1 += h->version == GPU_RE_SHIM_VERSION_MURMUR;
     d->stats.bytes_in += GPU_RE_SHIM_HDR_LEN + body_len;
     if (h->orig_len > out_size) {
         return refuse(d, false);
