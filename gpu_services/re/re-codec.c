@@ -780,9 +780,9 @@ gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *e,
 
 /* The encoder proper: 'ends' are the payload's 'n_chunks' chunk ends,
  * 'hashes' their gpu_re_hash128() (those of chunks shorter than min_ref
- * are not read) and 'payload_check' the payload's gpu_re_check32(), or
- * NULL to compute them here.  Returns GPU_RE_SHIM (shim in e->shim, '*shim_len' bytes)
- * or GPU_RE_RAW; updates the cache and the table either way (unless the
+ * are not read) and 'payload_check_' the payload's gpu_re_check32(), or
+ * NULL to compute them here.  Returns GPU_RE_SHIM (shim in e->shim,
+ * '*shim_len' bytes) or GPU_RE_RAW; updates the cache and the table either way (unless the
  * epoch has not started and no START shim fits in 'out_size'). */
 static int
 encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
