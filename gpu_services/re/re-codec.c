@@ -782,8 +782,9 @@ gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *e,
  * 'hashes' their gpu_re_hash128() (those of chunks shorter than min_ref
  * are not read) and 'payload_check_' the payload's gpu_re_check32(), or
  * NULL to compute them here.  Returns GPU_RE_SHIM (shim in e->shim,
- * '*shim_len' bytes) or GPU_RE_RAW; updates the cache and the table either way (unless the
- * epoch has not started and no START shim fits in 'out_size'). */
+ * '*shim_len' bytes) or GPU_RE_RAW; updates the cache and the table
+ * either way (unless the epoch has not started and no START shim fits in
+ * 'out_size'). */
 static int
 encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
        const uint16_t *ends, size_t n_chunks,
