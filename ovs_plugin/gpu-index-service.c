@@ -73,6 +73,7 @@ struct index_store {
     char *name;
     char *config;               /* other_config value. */
     char *dir;
+    uint32_t overload_snaplen;  /* 0: drops when the ring is full. */
     long long int created_ms;
     struct gpu_index_recorder *recorder;
     struct ovs_refcount ref;    /* The map's, and a running query's. */
@@ -161,7 +162,7 @@ path_climbs(const char *path)
 
 /* Parses "DIR[,segment=N][,segment_seconds=S][,retention=SIZE]
  * [,retention_seconds=S][,snaplen=N][,encoding=wah|plwah]
- * [,index_threads=N][,ring=N]" into 'cfg'
+ * [,index_threads=N][,ring=N][,overload_snaplen=N]" into 'cfg'
  * (whose 'dir', 'base'/DIR, points to '*dirp', malloc()'d).  Returns NULL
  * or a malloc()'d error. */
 static char *
@@ -221,11 +222,16 @@ index_parse_config(const char *value, const char *base,
                  * that wait for the writer. */
                 ok = ok && v >= 1024 && v <= (1u << 24);
                 cfg->ring_slots = v;
+            } else if (!strcmp(item, "overload_snaplen")) {
+                /* At most 'snaplen' (the recorder checks). */
+                ok = ok && (!v || (v >= 64 && v <= 65535));
+                cfg->overload_snaplen = v;
             } else {
                 error = xasprintf("unknown option \"%s\" (known: segment, "
                                   "segment_seconds, retention, "
                                   "retention_seconds, snaplen, encoding, "
-                                  "index_threads, ring)", item);
+                                  "index_threads, ring, overload_snaplen)",
+                                  item);
                 goto out;
             }
         }
@@ -306,6 +312,7 @@ index_store_create(const char *name, const char *value, const char *base,
     st->name = xstrdup(name);
     st->config = xstrdup(value);
     st->dir = dir;
+    st->overload_snaplen = cfg.overload_snaplen;
     st->created_ms = time_wall_msec();
     ovs_refcount_init(&st->ref);
     index_store_log_recovery(st);
@@ -816,6 +823,11 @@ index_format_store(struct ds *s, struct index_store *st)
     ds_put_format(s, "  packets: %"PRIu64" submitted, %"PRIu64" recorded, %"
                   PRIu64" dropped (ring full)\n", rs.submitted, rs.recorded,
                   rs.dropped);
+    if (st->overload_snaplen) {
+        ds_put_format(s, "  kept short under load: %"PRIu64" records at %"
+                      PRIu32" bytes (ring more than 3/4 full)\n",
+                      rs.squeezed, st->overload_snaplen);
+    }
     ds_put_format(s, "  records per second: %.0f since opened, index build "
                   "%.1f M rows/s\n", rs.recorded / secs,
                   rs.build_ns ? rs.build_rows * 1e3 / rs.build_ns : 0.0);

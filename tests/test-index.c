@@ -1784,6 +1784,92 @@ test_recorder_drops(void **state)
     rm_rf(tmpdir);
 }
 
+/* With an overload snaplen, records keep only that many bytes while the
+ * ring is more than three quarters full (here: a paused writer, 64
+ * slots): 40 packets one by one are kept whole, a batch of 20 that leaves
+ * fewer than 16 slots free and the 4 packets after it are kept short, 6
+ * that find the ring full are dropped; every record kept is in the
+ * indexes and in the pcap at the length it was given. */
+static void
+test_recorder_overload(void **state)
+{
+    struct gpu_index_recorder_config cfg;
+    struct gpu_index_recorder_stats st;
+    struct gpu_index_recorder *r;
+    struct gpu_index_frame f[20];
+    uint8_t frame[200];
+    char err[256], path[512], perr[PCAP_ERRBUF_SIZE];
+    size_t taken = 0;
+
+    (void) state;
+    for (size_t i = 0; i < sizeof frame; i++) {
+        frame[i] = i;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    gpu_index_recorder_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.backend = backends[0];
+    cfg.segment_packets = 1000;
+    cfg.ring_slots = 64;
+    /* Below what the indexes need, or above the snaplen: refused. */
+    cfg.overload_snaplen = 32;
+    assert_int_not_equal(gpu_index_recorder_create(&cfg, &r, err,
+                                                   sizeof err), GPU_OK);
+    cfg.overload_snaplen = cfg.snaplen + 1;
+    assert_int_not_equal(gpu_index_recorder_create(&cfg, &r, err,
+                                                   sizeof err), GPU_OK);
+    cfg.overload_snaplen = 64;
+    assert_int_equal(gpu_index_recorder_create(&cfg, &r, err, sizeof err),
+                     GPU_OK);
+    gpu_index_recorder_pause(r, true);
+
+    for (int i = 0; i < 40; i++) {
+        taken += gpu_index_recorder_submit(r, frame, sizeof frame,
+                                           i * 1000ull, 1);
+    }
+    for (int i = 0; i < 20; i++) {
+        f[i] = (struct gpu_index_frame) {
+            .data = frame, .cap_len = sizeof frame, .len = sizeof frame,
+            .in_port = 2,
+        };
+    }
+    taken += gpu_index_recorder_submit_batch(r, f, 20, 40000ull);
+    for (int i = 0; i < 10; i++) {
+        taken += gpu_index_recorder_submit(r, frame, sizeof frame,
+                                           (60 + i) * 1000ull, 3);
+    }
+    assert_int_equal(taken, 64);
+    gpu_index_recorder_get_stats(r, &st);
+    assert_int_equal(st.squeezed, 24);
+    check_drops_and_resume(r, 70, 6);
+    gpu_index_recorder_destroy(r);
+
+    assert_int_equal(store_query(tmpdir, "in_port=1", NULL, NULL), 40);
+    assert_int_equal(store_query(tmpdir, "in_port=2", NULL, NULL), 20);
+    assert_int_equal(store_query(tmpdir, "in_port=3", NULL, NULL), 4);
+    snprintf(path, sizeof path, "%s/seg-%016d.pcap", tmpdir, 1);
+    pcap_t *p = pcap_open_offline(path, perr);
+    struct pcap_pkthdr *h;
+    const u_char *data;
+    int n = 0;
+
+    assert_non_null(p);
+    while (pcap_next_ex(p, &h, &data) == 1) {
+        uint32_t want = n < 40 ? sizeof frame : 64;
+
+        if (h->caplen != want || h->len != sizeof frame
+            || memcmp(data, frame, h->caplen)) {
+            fail_msg("record %d: %u of %u bytes kept, %u expected", n,
+                     h->caplen, h->len, want);
+        }
+        n++;
+    }
+    pcap_close(p);
+    assert_int_equal(n, 64);
+    rm_rf(tmpdir);
+}
+
 /* Batches take their slots at once while the ring has room for all of
  * a batch, and one by one (the rest dropped and counted) when it has
  * not; every frame taken is recorded, in order, with its own port. */
@@ -2104,6 +2190,7 @@ main(void)
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_store_crash),
         cmocka_unit_test(test_recorder_drops),
+        cmocka_unit_test(test_recorder_overload),
         cmocka_unit_test(test_recorder_batches),
         cmocka_unit_test(test_recorder_concurrent),
         cmocka_unit_test(test_recorder_ring_order),

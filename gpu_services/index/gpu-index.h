@@ -331,6 +331,11 @@ struct gpu_index_recorder_config {
     uint64_t retention_bytes;   /* Delete oldest beyond this (0: keep). */
     uint32_t retention_seconds; /* ...or older than this (0: keep). */
     uint32_t ring_slots;        /* Staging ring (default 65536). */
+    /* Bytes kept per packet while the staging ring is more than three
+     * quarters full (64..snaplen; 0, the default: keep 'snaplen' and
+     * drop what does not fit).  Where the disk, not the switch, is
+     * behind, shorter records keep every packet in the indexes. */
+    uint32_t overload_snaplen;
     /* Threads building a segment's indexes (0: 2 on the CPU backend, 1
      * on CUDA, whose one builder owns the device buffers). */
     uint32_t index_threads;
@@ -392,6 +397,7 @@ void gpu_index_recorder_pause(struct gpu_index_recorder *, bool pause);
 
 struct gpu_index_recorder_stats {
     uint64_t submitted, dropped, recorded;
+    uint64_t squeezed;          /* Kept at overload_snaplen bytes. */
     uint64_t segments_written, segments_deleted;
     /* At create, from segments a crash left without an index: */
     uint64_t segments_recovered;        /* Indexed anew, records kept. */

@@ -817,7 +817,7 @@ struct gpu_index_recorder {
 
     /* The producers' (atomic). */
     _Alignas(CACHE_LINE) atomic_size_t enq;
-    uint64_t submitted, dropped;
+    uint64_t submitted, dropped, squeezed;
 
     /* The writer's. */
     _Alignas(CACHE_LINE) size_t deq;
@@ -903,6 +903,7 @@ add(uint64_t *c, uint64_t n)
 static void fill_slot(struct gpu_index_recorder *, size_t pos,
                       const uint8_t *frame, uint32_t cap_len, uint32_t len,
                       uint64_t ts_ns, uint32_t in_port);
+static uint32_t slot_snaplen(struct gpu_index_recorder *, size_t next);
 
 bool
 gpu_index_recorder_submit(struct gpu_index_recorder *r,
@@ -920,6 +921,7 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
                                  uint32_t in_port)
 {
     size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
+    uint32_t snaplen;
     struct slot *s;
 
     add(&r->submitted, 1);
@@ -943,8 +945,31 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
             pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
         }
     }
-    fill_slot(r, pos, frame, cap_len, len, ts_ns, in_port);
+    snaplen = slot_snaplen(r, pos + 1);
+    if (cap_len > snaplen && len > snaplen && snaplen < r->cfg.snaplen) {
+        add(&r->squeezed, 1);
+    }
+    fill_slot(r, pos, frame, cap_len < snaplen ? cap_len : snaplen, len,
+              ts_ns, in_port);
     return true;
+}
+
+/* The bytes a record may keep when the producers' next free position is
+ * 'next': the store's snaplen, or its overload snaplen while fewer than
+ * a quarter of the ring's slots are free from 'next' on (the writer
+ * frees them in ring order, so one slot's sequence number tells). */
+static uint32_t
+slot_snaplen(struct gpu_index_recorder *r, size_t next)
+{
+    size_t quarter = (r->mask + 1) / 4, last;
+
+    if (!r->cfg.overload_snaplen) {
+        return r->cfg.snaplen;
+    }
+    last = next + (quarter ? quarter : 1) - 1;
+    return (atomic_load_explicit(&r->slots[last & r->mask].seq,
+                                 memory_order_relaxed) == last
+            ? r->cfg.snaplen : r->cfg.overload_snaplen);
 }
 
 /* Fills the slot of ring position 'pos', reserved by the caller. */
@@ -1025,9 +1050,22 @@ gpu_index_recorder_submit_batch(struct gpu_index_recorder *r,
             break;
         }
     }
+    /* One look a batch at how full the ring is. */
+    uint32_t snaplen = room ? slot_snaplen(r, pos + room) : 0;
+    size_t n_squeezed = 0;
+
     for (size_t i = 0; i < room; i++) {
-        fill_slot(r, pos + i, f[i].data, f[i].cap_len, f[i].len, ts_ns,
+        uint32_t cap = f[i].cap_len;
+
+        if (cap > snaplen) {
+            n_squeezed += snaplen < r->cfg.snaplen && f[i].len > snaplen;
+            cap = snaplen;
+        }
+        fill_slot(r, pos + i, f[i].data, cap, f[i].len, ts_ns,
                   f[i].in_port);
+    }
+    if (n_squeezed) {
+        add(&r->squeezed, n_squeezed);
     }
     if (room < n) {
         add(&r->dropped, n - room);
@@ -1931,10 +1969,14 @@ gpu_index_recorder_create(const struct gpu_index_recorder_config *cfg,
         || cfg->snaplen > 262144 || cfg->segment_packets == 0
         || cfg->segment_packets > GPU_INDEX_MAX_ROWS
         || cfg->ring_slots == 0 || cfg->ring_slots > (1u << 24)
-        || cfg->index_threads > MAX_INDEX_THREADS) {
+        || cfg->index_threads > MAX_INDEX_THREADS
+        || (cfg->overload_snaplen
+            && (cfg->overload_snaplen < 64
+                || cfg->overload_snaplen > cfg->snaplen))) {
         set_err(err, err_size, "bad recorder configuration (folder, "
                 "snaplen 64..262144, segment packets 1..2^30, ring slots "
-                "1..2^24, index threads 0..16)");
+                "1..2^24, index threads 0..16, overload snaplen 0 or "
+                "64..snaplen)");
         return GPU_ERR_INVALID;
     }
     if (mkdir_parents(cfg->dir)) {
@@ -2166,6 +2208,7 @@ gpu_index_recorder_get_stats(struct gpu_index_recorder *r,
     memset(s, 0, sizeof *s);
     s->submitted = __atomic_load_n(&r->submitted, __ATOMIC_RELAXED);
     s->dropped = __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
+    s->squeezed = __atomic_load_n(&r->squeezed, __ATOMIC_RELAXED);
     s->recorded = __atomic_load_n(&r->recorded, __ATOMIC_RELAXED);
     s->segments_written = __atomic_load_n(&r->segments_written,
                                           __ATOMIC_RELAXED);
