@@ -904,6 +904,9 @@ static void fill_slot(struct gpu_index_recorder *, size_t pos,
                       const uint8_t *frame, uint32_t cap_len, uint32_t len,
                       uint64_t ts_ns, uint32_t in_port);
 static uint32_t slot_snaplen(struct gpu_index_recorder *, size_t next);
+static uint32_t record_cap(const struct gpu_index_recorder *,
+                           uint32_t snaplen, uint32_t cap_len, uint32_t len,
+                           size_t *n_squeezed);
 
 bool
 gpu_index_recorder_submit(struct gpu_index_recorder *r,
@@ -921,7 +924,6 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
                                  uint32_t in_port)
 {
     size_t pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
-    uint32_t snaplen;
     struct slot *s;
 
     add(&r->submitted, 1);
@@ -945,13 +947,29 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
             pos = atomic_load_explicit(&r->enq, memory_order_relaxed);
         }
     }
-    snaplen = slot_snaplen(r, pos + 1);
-    if (cap_len > snaplen && len > snaplen && snaplen < r->cfg.snaplen) {
+    size_t n_squeezed = 0;
+
+    cap_len = record_cap(r, slot_snaplen(r, pos + 1), cap_len, len,
+                         &n_squeezed);
+    if (n_squeezed) {
         add(&r->squeezed, 1);
     }
-    fill_slot(r, pos, frame, cap_len < snaplen ? cap_len : snaplen, len,
-              ts_ns, in_port);
+    fill_slot(r, pos, frame, cap_len, len, ts_ns, in_port);
     return true;
+}
+
+/* The bytes of a frame of 'len' bytes, 'cap_len' of which the caller
+ * would keep, that a record takes when it may keep 'snaplen'; counts in
+ * '*n_squeezed' a record kept shorter by an overload snaplen. */
+static uint32_t
+record_cap(const struct gpu_index_recorder *r, uint32_t snaplen,
+           uint32_t cap_len, uint32_t len, size_t *n_squeezed)
+{
+    if (cap_len <= snaplen) {
+        return cap_len;
+    }
+    *n_squeezed += snaplen < r->cfg.snaplen && len > snaplen;
+    return snaplen;
 }
 
 /* The bytes a record may keep when the producers' next free position is
@@ -1055,14 +1073,9 @@ gpu_index_recorder_submit_batch(struct gpu_index_recorder *r,
     size_t n_squeezed = 0;
 
     for (size_t i = 0; i < room; i++) {
-        uint32_t cap = f[i].cap_len;
-
-        if (cap > snaplen) {
-            n_squeezed += snaplen < r->cfg.snaplen && f[i].len > snaplen;
-            cap = snaplen;
-        }
-        fill_slot(r, pos + i, f[i].data, cap, f[i].len, ts_ns,
-                  f[i].in_port);
+        fill_slot(r, pos + i, f[i].data,
+                  record_cap(r, snaplen, f[i].cap_len, f[i].len, &n_squeezed),
+                  f[i].len, ts_ns, f[i].in_port);
     }
     if (n_squeezed) {
         add(&r->squeezed, n_squeezed);
