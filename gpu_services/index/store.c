@@ -903,10 +903,38 @@ add(uint64_t *c, uint64_t n)
 static void fill_slot(struct gpu_index_recorder *, size_t pos,
                       const uint8_t *frame, uint32_t cap_len, uint32_t len,
                       uint64_t ts_ns, uint32_t in_port);
-static uint32_t slot_snaplen(struct gpu_index_recorder *, size_t next);
-static uint32_t record_cap(const struct gpu_index_recorder *,
-                           uint32_t snaplen, uint32_t cap_len, uint32_t len,
-                           size_t *n_squeezed);
+
+/* The bytes of a frame of 'len' bytes, 'cap_len' of which the caller
+ * would keep, that a record takes when it may keep 'snaplen'; counts in
+ * '*n_squeezed' a record kept shorter by an overload snaplen. */
+static uint32_t
+record_cap(const struct gpu_index_recorder *r, uint32_t snaplen,
+           uint32_t cap_len, uint32_t len, size_t *n_squeezed)
+{
+    if (cap_len <= snaplen) {
+        return cap_len;
+    }
+    *n_squeezed += snaplen < r->cfg.snaplen && len > snaplen;
+    return snaplen;
+}
+
+/* The bytes a record may keep when the producers' next free position is
+ * 'next': the store's snaplen, or its overload snaplen while fewer than
+ * a quarter of the ring's slots are free from 'next' on (the writer
+ * frees them in ring order, so one slot's sequence number tells). */
+static uint32_t
+slot_snaplen(struct gpu_index_recorder *r, size_t next)
+{
+    size_t quarter = (r->mask + 1) / 4, last;
+
+    if (!r->cfg.overload_snaplen) {
+        return r->cfg.snaplen;
+    }
+    last = next + (quarter ? quarter : 1) - 1;
+    return (atomic_load_explicit(&r->slots[last & r->mask].seq,
+                                 memory_order_relaxed) == last
+            ? r->cfg.snaplen : r->cfg.overload_snaplen);
+}
 
 bool
 gpu_index_recorder_submit(struct gpu_index_recorder *r,
@@ -956,38 +984,6 @@ gpu_index_recorder_submit_capped(struct gpu_index_recorder *r,
     }
     fill_slot(r, pos, frame, cap_len, len, ts_ns, in_port);
     return true;
-}
-
-/* The bytes of a frame of 'len' bytes, 'cap_len' of which the caller
- * would keep, that a record takes when it may keep 'snaplen'; counts in
- * '*n_squeezed' a record kept shorter by an overload snaplen. */
-static uint32_t
-record_cap(const struct gpu_index_recorder *r, uint32_t snaplen,
-           uint32_t cap_len, uint32_t len, size_t *n_squeezed)
-{
-    if (cap_len <= snaplen) {
-        return cap_len;
-    }
-    *n_squeezed += snaplen < r->cfg.snaplen && len > snaplen;
-    return snaplen;
-}
-
-/* The bytes a record may keep when the producers' next free position is
- * 'next': the store's snaplen, or its overload snaplen while fewer than
- * a quarter of the ring's slots are free from 'next' on (the writer
- * frees them in ring order, so one slot's sequence number tells). */
-static uint32_t
-slot_snaplen(struct gpu_index_recorder *r, size_t next)
-{
-    size_t quarter = (r->mask + 1) / 4, last;
-
-    if (!r->cfg.overload_snaplen) {
-        return r->cfg.snaplen;
-    }
-    last = next + (quarter ? quarter : 1) - 1;
-    return (atomic_load_explicit(&r->slots[last & r->mask].seq,
-                                 memory_order_relaxed) == last
-            ? r->cfg.snaplen : r->cfg.overload_snaplen);
 }
 
 /* Fills the slot of ring position 'pos', reserved by the caller. */

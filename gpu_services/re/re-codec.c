@@ -340,7 +340,7 @@ shim_read(const uint8_t *p, size_t len, struct shim_hdr *h)
 /* The check a shim of 'version' (one shim_read() took) carries for the
  * payload 'p'. */
 static uint32_t
-payload_check(uint8_t version, const uint8_t *p, size_t len)
+shim_check(uint8_t version, const uint8_t *p, size_t len)
 {
     return (version == GPU_RE_SHIM_VERSION_MURMUR
             ? gpu_re_hash128(p, len).hi >> 32
@@ -780,7 +780,7 @@ gpu_re_encoder_prefetch_batch(const struct gpu_re_encoder *e,
 
 /* The encoder proper: 'ends' are the payload's 'n_chunks' chunk ends,
  * 'hashes' their gpu_re_hash128() (those of chunks shorter than min_ref
- * are not read) and 'payload_check_' the payload's gpu_re_check32(), or
+ * are not read) and 'payload_check' the payload's gpu_re_check32(), or
  * NULL to compute them here.  Returns GPU_RE_SHIM (shim in e->shim,
  * '*shim_len' bytes) or GPU_RE_RAW; updates the cache and the table
  * either way (unless the epoch has not started and no START shim fits in
@@ -789,7 +789,7 @@ static int
 encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
        const uint16_t *ends, size_t n_chunks,
        const struct gpu_re_hash *hashes,
-       const uint32_t *payload_check_, size_t out_size,
+       const uint32_t *payload_check, size_t out_size,
        size_t *shim_len)
 {
     const uint64_t base = e->cache.pos;
@@ -884,8 +884,8 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
     h.epoch = e->epoch;
     h.orig_len = len;
     h.pos = (uint32_t) base;
-    h.check = (payload_check_ ? *payload_check_
-               : payload_check(h.version, p, len));
+    h.check = (payload_check ? *payload_check
+               : gpu_re_payload_check(p, len));
     shim_write(e->shim, &h);
     *shim_len = GPU_RE_SHIM_HDR_LEN + n;
     e->started = true;
@@ -1276,7 +1276,7 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
     if (o != h->orig_len) {
         return refuse(d, true);
     }
-    if (valid && payload_check(h->version, out, o) != h->check) {
+    if (valid && shim_check(h->version, out, o) != h->check) {
         /* The cache holds wrong bytes somewhere we referenced (raw
          * payloads reordered): distrust them, and this payload. */
         for (int k = 0; k < n_refs; k++) {
