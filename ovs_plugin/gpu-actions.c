@@ -240,6 +240,69 @@ gpu_service_fault_take(enum gpu_fault_target target)
     return 0;
 }
 
+/* "gpu/inject-fault index-disk-full BYTES|off", "index-disk-rate MB|off"
+ * and "index-writer-stop 1|0": a disk or a writer that falls behind, for
+ * every open gpu_index store.  Returns false if 'argv[1]' is none of
+ * them. */
+static bool
+index_store_fault_cmd(struct unixctl_conn *conn, int argc,
+                      const char *argv[])
+{
+    static const struct {
+        const char *name, *usage;
+        enum gpu_index_store_fault fault;
+        unsigned long long int max; /* Largest value. */
+        uint64_t unit;              /* Bytes of one unit of the value. */
+        uint64_t off;               /* The value of "off" (also 0's, if
+                                     * that is 0). */
+        const char *on_msg, *off_msg;
+    } faults[] = {
+        { "index-disk-full", "BYTES|off", GPU_INDEX_DISK_FULL,
+          UINT64_MAX - 1, 1, UINT64_MAX,
+          "gpu_index stores' pcap writes fail after %llu more bytes (no "
+          "space left on device)", "gpu_index stores' disks have room again" },
+        { "index-disk-rate", "MB|off", GPU_INDEX_DISK_RATE,
+          UINT64_MAX / 1000000, 1000000, 0,
+          "gpu_index stores' disks write at most %llu MB a second",
+          "gpu_index stores' disks write as fast as they can" },
+        { "index-writer-stop", "1|0", GPU_INDEX_WRITER_STOP, 1, 1, 0,
+          "gpu_index stores' writers take no records off their rings (%llu)",
+          "gpu_index stores' writers take records off their rings again" },
+    };
+
+    for (size_t i = 0; i < ARRAY_SIZE(faults); i++) {
+        unsigned long long int n = 0;
+        bool ok = argc == 3, off = ok && !strcmp(argv[2], "off");
+
+        if (strcmp(argv[1], faults[i].name)) {
+            continue;
+        }
+        if (ok && !off) {
+            ok = str_to_ullong(argv[2], 10, &n) && n <= faults[i].max;
+            off = !n && !faults[i].off;
+        }
+        if (!ok) {
+            char *usage = xasprintf("usage: gpu/inject-fault %s %s",
+                                    faults[i].name, faults[i].usage);
+
+            unixctl_command_reply_error(conn, usage);
+            free(usage);
+            return true;
+        }
+        gpu_index_service_inject_store_fault(faults[i].fault,
+                                             off ? faults[i].off
+                                                 : n * faults[i].unit);
+
+        char *msg = off ? xstrdup(faults[i].off_msg)
+                        : xasprintf(faults[i].on_msg, n);
+        VLOG_INFO("test fault injected: %s", msg);
+        unixctl_command_reply(conn, msg);
+        free(msg);
+        return true;
+    }
+    return false;
+}
+
 bool
 gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
                              const char *argv[])
@@ -257,24 +320,7 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
     enum gpu_fault_target target;
     int error, n;
 
-    if (!strcmp(argv[1], "index-disk-full")) {
-        unsigned long long int bytes = 0;
-        bool off = argc == 3 && !strcmp(argv[2], "off");
-
-        if (argc != 3 || (!off && !str_to_ullong(argv[2], 10, &bytes))) {
-            unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
-                                        "index-disk-full BYTES|off");
-            return true;
-        }
-        gpu_index_service_inject_disk_full(off ? UINT64_MAX : bytes);
-
-        char *msg = off
-            ? xstrdup("gpu_index stores' disks have room again")
-            : xasprintf("gpu_index stores' pcap writes fail after %llu "
-                        "more bytes (no space left on device)", bytes);
-        VLOG_INFO("test fault injected: %s", msg);
-        unixctl_command_reply(conn, msg);
-        free(msg);
+    if (index_store_fault_cmd(conn, argc, argv)) {
         return true;
     }
     for (enum gpu_service_knob knob = 0; knob < GPU_KNOB_N; knob++) {

@@ -287,9 +287,20 @@ bool gpu_service_inject_fault_cmd(struct unixctl_conn *, int argc,
 /* gpu_index's part of the above: its builds happen in the recorders'
  * threads, inside the library (gpu-index-service.c). */
 void gpu_index_service_inject_fault(int error, unsigned int n);
-/* Test only: every store's pcap writes fail, as on a full disk, once
- * 'bytes_left' more bytes are written (UINT64_MAX: room again). */
-void gpu_index_service_inject_disk_full(uint64_t bytes_left);
+/* Test only: what every open store's disk or writer does from now on.
+ * GPU_INDEX_DISK_FULL: pcap writes fail, as on a full disk, once 'value'
+ * more bytes are written (UINT64_MAX: room again).  GPU_INDEX_DISK_RATE:
+ * the files are written at no more than 'value' bytes a second (0: as
+ * fast as the disk goes).  GPU_INDEX_WRITER_STOP: the writer takes no
+ * records off the staging ring while 'value' is nonzero, so that the
+ * ring fills. */
+enum gpu_index_store_fault {
+    GPU_INDEX_DISK_FULL,
+    GPU_INDEX_DISK_RATE,
+    GPU_INDEX_WRITER_STOP,
+};
+void gpu_index_service_inject_store_fault(enum gpu_index_store_fault,
+                                          uint64_t value);
 
 /* How long a service may hold a batch to gather it with later ones,
  * beyond the device round trip (other_config:gpu-max-hold-us, shared with

@@ -1670,7 +1670,9 @@ gpu_dpcls_init(void)
                              "ids|re|fec|index launch|nomem N | "
                              "ids-slow|re-slow|fec-slow US | "
                              "fec-loss PPM | index-query-slow MS | "
-                             "index-disk-full BYTES|off | pkt-heap N", 2, 3,
+                             "index-disk-full BYTES|off | "
+                             "index-disk-rate MB|off | "
+                             "index-writer-stop 1|0 | pkt-heap N", 2, 3,
                              gpu_dpcls_inject_fault_cmd, NULL);
 }
 

@@ -781,12 +781,23 @@ index_timers_wait(void)
 }
 
 void
-gpu_index_service_inject_disk_full(uint64_t bytes_left)
+gpu_index_service_inject_store_fault(enum gpu_index_store_fault fault,
+                                     uint64_t value)
 {
     struct index_store *st;
 
     CMAP_FOR_EACH (st, node, &stores) {
-        gpu_index_recorder_inject_disk_full(st->recorder, bytes_left);
+        switch (fault) {
+        case GPU_INDEX_DISK_FULL:
+            gpu_index_recorder_inject_disk_full(st->recorder, value);
+            break;
+        case GPU_INDEX_DISK_RATE:
+            gpu_index_recorder_inject_disk_rate(st->recorder, value);
+            break;
+        case GPU_INDEX_WRITER_STOP:
+            gpu_index_recorder_pause(st->recorder, value != 0);
+            break;
+        }
     }
 }
 

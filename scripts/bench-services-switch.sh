@@ -114,6 +114,12 @@
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
 #
+# BENCH_INDEX_DISK_RATE=MB in the environment: the index store's files
+# are written at no more than MB megabytes a second (gpu/inject-fault
+# index-disk-rate, test only), a disk slower than the traffic, to see
+# what the recorder loses, or keeps short with
+# BENCH_INDEX_STORE=bench,overload_snaplen=64.
+#
 # BENCH_SAMPLES=N in the environment: after each service row's rate, N
 # stack samples of its PMD threads (scripts/pmd-stack-sample.sh: gdb or
 # cuda-gdb, for machines without perf) into OUT.samples.  cuda-gdb,
@@ -328,7 +334,10 @@ checks() {
                                     'BEGIN { print b - a }')" '
                 /packets:.*submitted/ {
                     printf "recorded %s lost %s (%.3f M kept/s)", $4, $6,
-                           $4 / t / 1e6 }' | tr -d , ;;
+                           $4 / t / 1e6 }
+                /kept short under load:/ {
+                    printf " short %s at %s bytes", $5, $8 }' \
+                | tr -d , ;;
         none) echo "-" ;;
     esac
 }
@@ -570,6 +579,15 @@ start_row() {
     fi
     if test -n "${BENCH_RE_COPY:-}"; then
         ovs-appctl gpu/inject-fault re-copy $BENCH_RE_COPY >/dev/null
+    fi
+    if test -n "${BENCH_INDEX_DISK_RATE:-}" && test $1 = index; then
+        # The store opens in the main loop after the switch starts.
+        for i in $(seq 1 100); do
+            grep -q 'store bench opened' "$RUN/ovs-vswitchd.log" && break
+            sleep 0.1
+        done
+        ovs-appctl gpu/inject-fault index-disk-rate \
+            $BENCH_INDEX_DISK_RATE >/dev/null
     fi
 }
 

@@ -1019,6 +1019,54 @@ test_store_rotation(void **state)
     }
 }
 
+static double
+monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A disk slower than the traffic (test only, for benchmarks and the
+ * switch's autotests): the recorder's files take at least their bytes
+ * over the rate to be written, and every record is kept (the writer
+ * waits; the ring is large enough here). */
+static void
+test_store_disk_rate(void **state)
+{
+    struct rng g = case_rng(559, 0);
+    const uint32_t n = 2000;
+    const uint64_t rate = 500 * 1000;   /* Bytes a second. */
+    struct gpu_index_record *recs = calloc(n, sizeof *recs);
+    struct gpu_index_recorder_stats st;
+    struct gpu_index_recorder *r;
+    double t0, ms, floor_ms;
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-index-%d", (int) getpid());
+    rm_rf(tmpdir);
+    r = make_recorder(tmpdir, n, 0, 4096, GPU_INDEX_BACKEND_CPU,
+                      GPU_INDEX_PLWAH);
+    gpu_index_recorder_inject_disk_rate(r, rate);
+    t0 = monotonic_ms();
+    feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
+    assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
+    ms = monotonic_ms() - t0;
+    gpu_index_recorder_get_stats(r, &st);
+    floor_ms = st.pcap_bytes * 1e3 / rate;
+    printf("test-index: %"PRIu64" pcap bytes at %"PRIu64" bytes/s written "
+           "in %.0f ms (at least %.0f)\n", st.pcap_bytes, rate, ms,
+           floor_ms);
+    assert_int_equal(st.recorded, n);
+    assert_int_equal(st.dropped, 0);
+    assert_true(ms >= 0.95 * floor_ms);
+    gpu_index_recorder_inject_disk_rate(r, 0);
+    gpu_index_recorder_destroy(r);
+    rm_rf(tmpdir);
+    free(recs);
+    (void) state;
+}
+
 /* A disk that fills in the middle of a segment: the segment keeps the
  * records whole on the disk before the failed write, its pcap is cut
  * after them, the others are counted as not written, a segment of which
@@ -2184,6 +2232,7 @@ main(void)
         cmocka_unit_test(test_store_rotation),
         cmocka_unit_test(test_store_pcap_bytes),
         cmocka_unit_test(test_store_disk_full),
+        cmocka_unit_test(test_store_disk_rate),
         cmocka_unit_test(test_segment_build_threads),
         cmocka_unit_test(test_segment_build_records),
         cmocka_unit_test(test_store_retention),

@@ -442,6 +442,13 @@ void gpu_index_recorder_inject_fault(struct gpu_index_recorder *, int error,
 void gpu_index_recorder_inject_disk_full(struct gpu_index_recorder *,
                                          uint64_t bytes_left);
 
+/* Test only: the recorder's I/O thread writes no more than
+ * 'bytes_per_second' to its files, as a disk slower than the traffic
+ * would (0: as fast as the disk takes them), so that a benchmark or a
+ * test sees the staging ring fill the way it does on a slow disk. */
+void gpu_index_recorder_inject_disk_rate(struct gpu_index_recorder *,
+                                         uint64_t bytes_per_second);
+
 /* What the recorder found and did about segments left by a crash, one
  * line per segment ("" if nothing), for the caller's log.  NULL while a
  * recorder created with 'wait_for_lock' still waits for the folder (then

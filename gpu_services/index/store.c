@@ -862,6 +862,9 @@ struct gpu_index_recorder {
     uint64_t records_unwritten;
     int last_write_error;
     _Atomic uint64_t disk_left;     /* Test only: UINT64_MAX normally. */
+    _Atomic uint64_t disk_rate;     /* Test only: bytes/s, 0 normally. */
+    double io_due_ms;               /* I/O thread's: when 'disk_rate' lets
+                                     * it write next. */
     uint64_t segments_written,
              segments_deleted, pcap_bytes, index_bytes, build_ns,
              build_rows;
@@ -1200,6 +1203,35 @@ write_out(struct gpu_index_recorder *r)
     }
 }
 
+/* Test only: holds the I/O thread, which has just written 'n' bytes,
+ * until a disk writing 'disk_rate' bytes a second would have written
+ * them.  Time it did not use is not saved up: a slow disk does not write
+ * faster after an idle second. */
+static void
+io_throttle(struct gpu_index_recorder *r, size_t n)
+{
+    uint64_t rate = atomic_load_explicit(&r->disk_rate,
+                                         memory_order_relaxed);
+    double now, wait_ms;
+
+    if (!rate) {
+        return;
+    }
+    now = gpu_index_now_ms();
+    r->io_due_ms = (r->io_due_ms > now ? r->io_due_ms : now)
+                   + n * 1e3 / rate;
+    wait_ms = r->io_due_ms - now;
+    if (wait_ms > 0) {
+        uint64_t ns = wait_ms * 1e6;
+        struct timespec ts = {
+            .tv_sec = ns / 1000000000,
+            .tv_nsec = ns % 1000000000,
+        };
+
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Writes buffer 'b' to its segment's files, and has the kernel start
  * writing them to disk: at the segment's end the indexer's fsync() then
  * waits for the last few megabytes, not for the whole segment (~175 MB
@@ -1240,6 +1272,7 @@ io_write(struct gpu_index_recorder *r, struct io_buf *b)
         write_all(s->ports_fd, b->ports, b->ports_n * sizeof *b->ports,
                   "ports", NULL);
     }
+    io_throttle(r, b->pcap_len + b->ports_n * sizeof *b->ports);
 }
 
 static void *
@@ -2199,6 +2232,14 @@ gpu_index_recorder_inject_disk_full(struct gpu_index_recorder *r,
                                     uint64_t bytes_left)
 {
     atomic_store_explicit(&r->disk_left, bytes_left, memory_order_relaxed);
+}
+
+void
+gpu_index_recorder_inject_disk_rate(struct gpu_index_recorder *r,
+                                    uint64_t bytes_per_second)
+{
+    atomic_store_explicit(&r->disk_rate, bytes_per_second,
+                          memory_order_relaxed);
 }
 
 const char *
