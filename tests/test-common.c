@@ -184,3 +184,12 @@ test_report(const char *prog, size_t n_tests, int n_failed)
     }
     return n_failed;
 }
+
+double
+test_monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}

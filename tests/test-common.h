@@ -55,6 +55,9 @@ int test_backends_from_env(const char *prog, const char *var,
                            bool cuda_available, int cpu, int cuda,
                            int backends[2]);
 
+/* Milliseconds of CLOCK_MONOTONIC, for tests that bound a duration. */
+double test_monotonic_ms(void);
+
 /* Test data, skips and counts: tests/test-report.h. */
 #include "tests/test-report.h"
 

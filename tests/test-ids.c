@@ -1839,15 +1839,6 @@ ringer_main(void *r_)
     return NULL;
 }
 
-static double
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Runtime calls that wait for the whole device (cudaDeviceSynchronize()
  * in gpu_ids_matcher_rule_counts(), cudaFree() in a batch's destroy)
  * return while another thread rings a batch's scheduler without pause:
@@ -1896,18 +1887,18 @@ test_sync_while_rung(void **state)
         for (int round = 0; round < 20; round++) {
             struct gpu_ids_batch *other;
             uint64_t counts[2];
-            double t0 = mono_ms();
+            double t0 = test_monotonic_ms();
 
             assert_int_equal(gpu_ids_matcher_rule_counts(m, counts, 2),
                              GPU_OK);
 
-            double t1 = mono_ms();
+            double t1 = test_monotonic_ms();
 
             assert_int_equal(gpu_ids_batch_create(m, 3, 64, &other),
                              GPU_OK);
             gpu_ids_batch_destroy(other);
 
-            double t2 = mono_ms();
+            double t2 = test_monotonic_ms();
 
             if (t1 - t0 > worst_sync_ms) {
                 worst_sync_ms = t1 - t0;

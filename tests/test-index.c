@@ -1019,15 +1019,6 @@ test_store_rotation(void **state)
     }
 }
 
-static double
-monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* A disk slower than the traffic (test only, for benchmarks and the
  * switch's autotests): the recorder's files take at least their bytes
  * over the rate to be written, and every record is kept (the writer
@@ -1048,10 +1039,10 @@ test_store_disk_rate(void **state)
     r = make_recorder(tmpdir, n, 0, 4096, GPU_INDEX_BACKEND_CPU,
                       GPU_INDEX_PLWAH);
     gpu_index_recorder_inject_disk_rate(r, rate);
-    t0 = monotonic_ms();
+    t0 = test_monotonic_ms();
     feed(r, &g, recs, n, 1700000000ull * 1000000000ull);
     assert_int_equal(gpu_index_recorder_flush(r), GPU_OK);
-    ms = monotonic_ms() - t0;
+    ms = test_monotonic_ms() - t0;
     gpu_index_recorder_get_stats(r, &st);
     floor_ms = st.pcap_bytes * 1e3 / rate;
     printf("test-index: %"PRIu64" pcap bytes at %"PRIu64" bytes/s written "
