@@ -108,6 +108,10 @@
 # test only), so that batches mix the two; with --check the fec rows
 # must then show both.
 #
+# BENCH_PMD_CORE=N in the environment: the (first) PMD on core N
+# instead of the last core (switch-bench-lib.sh), e.g. one that the
+# disk's interrupts do not go to.
+#
 # BENCH_HUGEPAGES=yes in the environment: DPDK's memory in 2 MB
 # hugepages (switch-bench-lib.sh), as a deployment runs it.
 #

@@ -79,10 +79,11 @@ dpdk_memory() {
 }
 
 ncores=$(nproc)
-# The PMD on the last core, away from the main thread; with N_PORTS
-# sources (bench-dpcls-switch.sh --pmds), one PMD each on the last
-# N_PORTS cores.
-pmd_core=$((ncores - 1))
+# The PMD on the last core, away from the main thread, or on core
+# BENCH_PMD_CORE (e.g. one that no device's interrupts go to); with
+# N_PORTS sources (bench-dpcls-switch.sh --pmds), one PMD each on that
+# core and the N_PORTS - 1 below it.
+pmd_core=${BENCH_PMD_CORE:-$((ncores - 1))}
 
 # src_port I: the name of source port I (p0, then q1, q2, ...).
 src_port() {
