@@ -266,7 +266,7 @@ index_store_fault_cmd(struct unixctl_conn *conn, int argc,
           "gpu_index stores' disks write at most %llu MB a second",
           "gpu_index stores' disks write as fast as they can" },
         { "index-writer-stop", "1|0", GPU_INDEX_WRITER_STOP, 1, 1, 0,
-          "gpu_index stores' writers take no records off their rings (%llu)",
+          "gpu_index stores' writers take no records off their rings",
           "gpu_index stores' writers take records off their rings again" },
     };
 
@@ -293,6 +293,7 @@ index_store_fault_cmd(struct unixctl_conn *conn, int argc,
                                              off ? faults[i].off
                                                  : n * faults[i].unit);
 
+        /* A message without a conversion ignores 'n'. */
         char *msg = off ? xstrdup(faults[i].off_msg)
                         : xasprintf(faults[i].on_msg, n);
         VLOG_INFO("test fault injected: %s", msg);
