@@ -179,11 +179,13 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
 #define FEC_DEC_MAX_BYTES_DEFAULT (16 * 1024 * 1024)
 /* Decoder calls of at most this many groups are rebuilt at once on the
  * CPU, not submitted to the device (option cpu_max_groups=).  At 1% loss
- * a call gathers 1-2 groups in gpu-max-hold-us; on the H100 machine a
- * device call of them cost the PMD ~16 us of runtime calls, a CPU
- * rebuild of one group a few us (ISA-L's gf8 ~1 us, the bitmatrix code
- * ~5 us), so the device is worth it only when losses come in numbers. */
-#define FEC_DEC_CPU_MAX_GROUPS_DEFAULT 2
+ * a call gathers 1-9 groups in gpu-max-hold-us (3.4-3.9 on average); a
+ * device call costs the PMD its runtime calls (~16 us on the H100
+ * machine), a CPU rebuild of one group a few us (ISA-L's gf8 ~1 us, the
+ * bitmatrix code ~5 us).  With 8 the H200 machine's decoder took 2.3-2.6
+ * us a batch against 3.5-5.6 with 2, sending only the calls of a burst of
+ * losses to the device (docs/PERFORMANCE.md, twenty-second session). */
+#define FEC_DEC_CPU_MAX_GROUPS_DEFAULT 8
 
 /* A decoder's group. */
 struct fec_group {
