@@ -84,6 +84,16 @@ ncores=$(nproc)
 # N_PORTS sources (bench-dpcls-switch.sh --pmds), one PMD each on that
 # core and the N_PORTS - 1 below it.
 pmd_core=${BENCH_PMD_CORE:-$((ncores - 1))}
+case $pmd_core in
+*[!0-9]*|'')
+    echo "BENCH_PMD_CORE: a core number, not \"$pmd_core\"" >&2
+    return 1 ;;
+esac
+if test "$pmd_core" -ge "$ncores"; then
+    echo "BENCH_PMD_CORE=$pmd_core: this machine has cores 0 to" \
+         "$((ncores - 1))" >&2
+    return 1
+fi
 
 # src_port I: the name of source port I (p0, then q1, q2, ...).
 src_port() {
@@ -102,6 +112,10 @@ start_switch() {
         settings="$settings other_config:$kv"
     done
     local n_ports=${N_PORTS:-1} i pmd_mask=0
+    if test $((pmd_core + 1)) -lt "$n_ports"; then
+        echo "$n_ports PMDs do not fit on cores $pmd_core and below" >&2
+        return 1
+    fi
     for i in $(seq 0 $((n_ports - 1))); do
         pmd_mask=$((pmd_mask | (1 << (pmd_core - i))))
     done
