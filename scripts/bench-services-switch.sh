@@ -538,6 +538,19 @@ AWK_MEDIAN='
         return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }'
 
+# wait_log TEXT SECONDS: waits until the switch's log has TEXT, or fails
+# the benchmark saying so (rows measured without it would measure
+# something else).
+wait_log() {
+    local i
+    for i in $(seq 1 $(($2 * 10))); do
+        grep -q "$1" "$RUN/ovs-vswitchd.log" && return 0
+        sleep 0.1
+    done
+    echo "no \"$1\" in ovs-vswitchd.log after $2 s" >&2
+    exit 1
+}
+
 # start_row SERVICE BACKEND PCAP: a switch for SERVICE's rows on BACKEND
 # (none, cuda, cpu) with PCAP as its source, ready for SERVICE's flows.
 start_row() {
@@ -560,12 +573,7 @@ start_row() {
             fi ;;
     esac
     start_switch "$3" $settings
-    case $1 in ids-*)
-        for i in $(seq 1 600); do
-            grep -q 'ruleset bench loaded' "$RUN/ovs-vswitchd.log" && break
-            sleep 0.1
-        done ;;
-    esac
+    case $1 in ids-*) wait_log 'ruleset bench loaded' 60 ;; esac
     case $1 in fec-enc|fec-dec)
         # Coded frames are 26 bytes longer than the MTU's 1500 (and
         # fec-dec's none rows forward them coded).
@@ -585,11 +593,9 @@ start_row() {
         ovs-appctl gpu/inject-fault re-copy $BENCH_RE_COPY >/dev/null
     fi
     if test -n "${BENCH_INDEX_DISK_RATE:-}" && test $1 = index; then
-        # The store opens in the main loop after the switch starts.
-        for i in $(seq 1 100); do
-            grep -q 'store bench opened' "$RUN/ovs-vswitchd.log" && break
-            sleep 0.1
-        done
+        # The store opens in the main loop after the switch starts; the
+        # fault reaches only open stores.
+        wait_log 'store bench opened' 10
         ovs-appctl gpu/inject-fault index-disk-rate \
             $BENCH_INDEX_DISK_RATE >/dev/null
     fi
