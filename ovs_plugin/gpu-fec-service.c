@@ -238,6 +238,16 @@ struct fec_call {
     struct gpu_parity_segment *segs;    /* FEC_CALL_MAX_GROUPS. */
     struct fec_call *next_free;         /* In fec_inst's 'spare'. */
 
+    /* Encoder: each group's chunk size, and its m parity packets, made
+     * when it closes so that the coder writes their chunks straight into
+     * them (the device itself where their memory is registered with it:
+     * DPDK's), with where the chunks go; a packet is NULL once sent or
+     * dropped.  FEC_CALL_MAX_GROUPS and FEC_CALL_MAX_GROUPS * m. */
+    size_t *group_sizes;
+    struct dp_packet **parity_pkts;
+    uint8_t **parity_dst;
+    bool coded_on_cpu;          /* Encoder: after a device fault. */
+
     long long int start_us;     /* First group gathered, then submitted. */
     int status;                 /* Of the submission. */
     bool on_cpu;                /* Decoder: rebuilt at once on the CPU. */
@@ -326,6 +336,8 @@ struct fec_inst {
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
     uint64_t n_pending_dropped;
     uint64_t n_errors;
+    uint64_t n_parity_in_place; /* Encoder: groups whose parity packets
+                                 * the device wrote. */
     uint64_t n_faults;          /* Groups of device calls that failed, done
                                  * on the CPU. */
     uint64_t n_fault_calls;     /* Those calls. */
@@ -673,6 +685,14 @@ fec_check(const char *args, bool encoder)
     }
     fec_inst_init(inst, args, encoder);
     gpu_service_packets_init();
+    if (encoder && gpu_parity_backend(inst->coder)
+                   == GPU_PARITY_BACKEND_CUDA) {
+        struct gpu_parity_config cfg;
+
+        /* So that the device writes parity straight into the packets. */
+        gpu_parity_get_config(inst->coder, &cfg);
+        gpu_service_register_packet_memory(cfg.device);
+    }
     cmap_insert(&instances, &inst->node, hash_string(args, encoder));
     ovs_mutex_unlock(&instances_mutex);
     VLOG_INFO("%s(%s) created", encoder ? "fec_encode" : "fec_decode",
@@ -783,7 +803,7 @@ fec_put_header(uint8_t *frame, const struct eth_addr *dst,
 static void fec_set_deadline(struct fec_inst *);
 static void fec_calls_run(struct fec_inst *, struct fec_out *,
                           enum gpu_service_poll_mode, long long int);
-static void fec_encode_send_parity(struct fec_inst *, const struct fec_call *,
+static void fec_encode_send_parity(struct fec_inst *, struct fec_call *,
                                    const struct fec_call_group *,
                                    struct fec_out *);
 static void fec_decode_send_rebuilt(struct fec_inst *,
@@ -791,11 +811,30 @@ static void fec_decode_send_rebuilt(struct fec_inst *,
                                     const struct fec_call_group *,
                                     struct fec_out *);
 
+/* Drops the parity packets of group 'gi' of 'call' not sent. */
+static void
+fec_call_drop_parity(struct fec_call *call, size_t gi)
+{
+    for (unsigned int j = 0; call->parity_pkts && j < call->m; j++) {
+        struct dp_packet **pp = &call->parity_pkts[gi * call->m + j];
+
+        dp_packet_delete(*pp);
+        *pp = NULL;
+    }
+}
+
 static void
 fec_call_destroy(struct fec_call *call)
 {
     if (call) {
+        /* Waited for first: the device may be writing the packets. */
         gpu_parity_batch_destroy(call->batch);
+        for (size_t gi = 0; gi < call->n_groups; gi++) {
+            fec_call_drop_parity(call, gi);
+        }
+        free(call->group_sizes);
+        free(call->parity_pkts);
+        free(call->parity_dst);
         if (call->mem) {
             gpu_host_free(call->mem);
         }
@@ -855,6 +894,7 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
             call->n_groups = 0;
             call->n_erasure_ids = 0;
             call->on_cpu = false;
+            call->coded_on_cpu = false;
             return call;
         }
         /* Another code's: the others kept are likely the same. */
@@ -879,6 +919,13 @@ fec_call_new(struct fec_inst *inst, struct gpu_parity *coder,
         call->erasure_ids = xmalloc(FEC_CALL_MAX_GROUPS * (k + m)
                                     * sizeof *call->erasure_ids);
         call->segs = xmalloc(FEC_CALL_MAX_GROUPS * sizeof *call->segs);
+    } else {
+        call->group_sizes = xmalloc(FEC_CALL_MAX_GROUPS
+                                    * sizeof *call->group_sizes);
+        call->parity_pkts = xcalloc(FEC_CALL_MAX_GROUPS * m,
+                                    sizeof *call->parity_pkts);
+        call->parity_dst = xmalloc(FEC_CALL_MAX_GROUPS * m
+                                   * sizeof *call->parity_dst);
     }
     error = (call->mem ? gpu_parity_batch_create(coder, cap, &call->batch)
              : GPU_ERR_NOMEM);
@@ -974,11 +1021,12 @@ fec_call_submit(struct fec_inst *inst)
         /* Done already; it goes out after the calls before it. */
     } else {
         if (!status && inst->encoder) {
-            status = gpu_parity_encode_submit(call->batch, NULL,
-                                              (const uint8_t *const *)
-                                              call->chunks,
-                                              call->chunks + call->k,
-                                              call->size);
+            status = gpu_parity_pkt_encode_submit(call->batch, NULL,
+                                                  call->chunks,
+                                                  call->chunks + call->k,
+                                                  call->group_sizes,
+                                                  call->n_groups,
+                                                  call->parity_dst);
         } else if (!status) {
             status = gpu_parity_decode_submit_segments(
                 call->batch, NULL, call->chunks, call->chunks + call->k,
@@ -1085,10 +1133,10 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
         if (!cpu) {
             /* Left failed: its groups are counted as errors. */
         } else if (inst->encoder) {
-            call->status = gpu_parity_encode(cpu, (const uint8_t *const *)
-                                             call->chunks,
-                                             call->chunks + call->k,
-                                             call->size);
+            call->status = gpu_parity_pkt_encode_groups(
+                cpu, call->chunks, call->chunks + call->k,
+                call->group_sizes, call->n_groups, call->parity_dst);
+            call->coded_on_cpu = true;
         } else {
             call->status = gpu_parity_decode_segments(cpu, call->chunks,
                                                       call->chunks + call->k,
@@ -1257,6 +1305,26 @@ fec_encode_unplace(struct fec_inst *inst)
     COVERAGE_INC(fec_encode_open_moved);
 }
 
+/* Makes the parity packets of the group 'g' of 'call', whose chunks the
+ * coder writes into them. */
+static void
+fec_encode_make_parity(struct fec_inst *inst, struct fec_call *call,
+                       const struct fec_call_group *g)
+    OVS_REQUIRES(inst->mutex)
+{
+    size_t gi = g - call->groups;
+
+    call->group_sizes[gi] = g->cs;
+    for (unsigned int j = 0; j < call->m; j++) {
+        struct dp_packet *pp = gpu_service_packet_new(FEC_HLEN + g->cs,
+                                                      inst->in_port);
+
+        call->parity_pkts[gi * call->m + j] = pp;
+        call->parity_dst[gi * call->m + j] = ((uint8_t *) dp_packet_data(pp)
+                                              + FEC_HLEN);
+    }
+}
+
 /* Closes the open group, even a short one: stages it to be coded. */
 static void
 fec_encode_close(struct fec_inst *inst, long long int now)
@@ -1285,16 +1353,18 @@ fec_encode_close(struct fec_inst *inst, long long int now)
         for (unsigned int i = 0; i < inst->k; i++) {
             uint8_t *chunk = inst->gather->chunks[i] + g->ofs;
 
-            if (i < inst->n && inst->open_call) {
-                gpu_parity_pkt_chunk_finish(chunk, g->cs, inst->lens[i]);
-            } else {
-                /* The missing packets of a short group code as empty
-                 * ones; the decoder knows them from n_data. */
-                gpu_parity_pkt_to_chunk(chunk, g->cs,
-                                        i < inst->n ? inst->frames[i] : NULL,
-                                        i < inst->n ? inst->lens[i] : 0);
+            if (i < inst->n && !inst->open_call) {
+                memcpy(chunk + GPU_PARITY_PKT_HLEN, inst->frames[i],
+                       inst->lens[i]);
             }
+            /* The missing packets of a short group code as empty ones;
+             * the decoder knows them from n_data.  The zeros after each
+             * packet are the coder's to write (the device's on CUDA):
+             * more bytes than the packets, for the Internet mix. */
+            gpu_parity_pkt_chunk_head(chunk, i < inst->n ? inst->lens[i]
+                                                         : 0);
         }
+        fec_encode_make_parity(inst, inst->gather, g);
         /* Closed: a call submitted now has nothing open to move. */
         inst->open_call = NULL;
         fec_call_added(inst);
@@ -1312,22 +1382,26 @@ fec_encode_close(struct fec_inst *inst, long long int now)
 
 /* Sends (or queues) the parity of group 'g' of the done 'call'. */
 static void
-fec_encode_send_parity(struct fec_inst *inst, const struct fec_call *call,
+fec_encode_send_parity(struct fec_inst *inst, struct fec_call *call,
                        const struct fec_call_group *g, struct fec_out *out)
     OVS_REQUIRES(inst->mutex)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    size_t gi = g - call->groups;
 
     if (call->status) {
         inst->n_errors++;
         VLOG_WARN_RL(&rl, "fec_encode(%s): group %"PRIu32" not coded (%s); "
                      "its packets went without parity", inst->args, g->id,
                      gpu_parity_strerror(call->status));
+        fec_call_drop_parity(call, gi);
         return;
     }
+    if (!call->coded_on_cpu && gpu_parity_batch_wrote_in_place(call->batch)) {
+        inst->n_parity_in_place++;
+    }
     for (unsigned int j = 0; j < call->m; j++) {
-        struct dp_packet *pp = gpu_service_packet_new(FEC_HLEN + g->cs,
-                                                      inst->in_port);
+        struct dp_packet *pp = call->parity_pkts[gi * call->m + j];
         uint8_t *frame = dp_packet_data(pp);
         struct fec_hdr hdr = {
             .magic = FEC_MAGIC,
@@ -1341,7 +1415,8 @@ fec_encode_send_parity(struct fec_inst *inst, const struct fec_call *call,
 
         put_16aligned_be32(&hdr.group, htonl(g->id));
         fec_put_header(frame, &g->dst, &g->src, &hdr);
-        memcpy(frame + FEC_HLEN, call->chunks[call->k + j] + g->ofs, g->cs);
+        /* The coder wrote the parity at frame + FEC_HLEN. */
+        call->parity_pkts[gi * call->m + j] = NULL;
         fec_emit(inst, out, pp);
     }
     inst->n_groups++;
@@ -2249,6 +2324,8 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       gpu_parity_impl(inst->coder),
                       gpu_parity_backend_name(
                           gpu_parity_backend(inst->coder)));
+        ds_put_format(s, "  parity written by the device: %"PRIu64
+                      " groups\n", inst->n_parity_in_place);
         ds_put_format(s, "  groups timed out: %"PRIu64"\n",
                       inst->n_timeouts);
         ds_put_format(s, "  timed out without next actions: %"PRIu64"\n",

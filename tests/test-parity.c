@@ -1117,6 +1117,200 @@ test_groups_side_by_side(void **state)
                   n_groups);
 }
 
+/* ---- Packet groups padded and delivered by the coder. ---- */
+
+/* Where parity packets go in test_pkt_groups: an arena of guard bytes
+ * with the destinations at odd offsets, registered with the device where
+ * there is one, so that its kernel writes them in place. */
+#define PKT_ARENA_BYTES (4u << 20)
+#define PKT_GUARD 0xee
+
+static void
+test_pkt_groups(void **state)
+{
+    uint8_t *arena = aligned_alloc(4096, PKT_ARENA_BYTES);
+    bool device_here = gpu_device_count(NULL) > 0;
+    bool registered = false;
+    unsigned int calls = 0, in_place = 0, refused = 0;
+
+    (void) state;
+    assert_non_null(arena);
+    if (cuda_here && gpu_host_register(arena, PKT_ARENA_BYTES, 0)
+                     == GPU_OK) {
+        registered = true;
+    }
+    for (int b = 0; b < n_backends; b++) {
+        struct rng r = rng_for(21, b);
+
+        for (int c = 0; c < 60; c++) {
+            bool gf8 = c % 2;
+            unsigned int k = 1 + rng_below(&r, 12), m = 1 + rng_below(&r, 4);
+            unsigned int n = k + m, G = 1 + rng_below(&r, 9);
+            int mode = c % 3;   /* 0: no destinations; 1: heap; 2: arena. */
+            struct gpu_parity *pc = (gf8
+                                     ? make_coder_gf8(k, m, 8, backends[b],
+                                                      false)
+                                     : make_coder(k, m, min_w(n), 8,
+                                                  backends[b]));
+            uint8_t *pkts[9][GPU_PARITY_MAX_CHUNKS];
+            size_t lens[9][GPU_PARITY_MAX_CHUNKS], cs[9], off[9];
+            uint8_t *alone[9][GPU_PARITY_MAX_CHUNKS];
+            uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];
+            uint8_t *dst[9 * 4], *heap = NULL, *dst_mem;
+            struct gpu_parity_batch *batch;
+            struct gpu_parity_stats st0, st1;
+            size_t total = 0, got, dst_used = 0;
+            uint8_t *mem;
+
+            for (unsigned int g = 0; g < G; g++) {
+                size_t max_len = 0;
+
+                for (unsigned int i = 0; i < k; i++) {
+                    /* Empty packets too: a short group's missing ones. */
+                    lens[g][i] = (rng_below(&r, 5)
+                                  ? rng_below(&r, 1 + rng_below(&r, 1500))
+                                  : 0);
+                    pkts[g][i] = malloc(lens[g][i] + 1);
+                    fill_random(&r, pkts[g][i], lens[g][i]);
+                    max_len = lens[g][i] > max_len ? lens[g][i] : max_len;
+                }
+                cs[g] = gpu_parity_pkt_chunk_size(pc, max_len);
+                off[g] = total;
+                total += cs[g];
+                for (unsigned int j = 0; j < m; j++) {
+                    alone[g][j] = malloc(cs[g]);
+                }
+                assert_int_equal(gpu_parity_pkt_encode(
+                                     pc, (const uint8_t *const *) pkts[g],
+                                     lens[g], alone[g], cs[g], &got),
+                                 GPU_OK);
+            }
+            mem = gpu_host_alloc(n * total);
+            assert_non_null(mem);
+            for (unsigned int i = 0; i < n; i++) {
+                chunks[i] = mem + (size_t) i * total;
+            }
+            /* Stale bytes everywhere: only the packets and their lengths
+             * are written, the coder must pad with zeros. */
+            memset(mem, 0x5a, n * total);
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int i = 0; i < k; i++) {
+                    uint8_t *chunk = chunks[i] + off[g];
+
+                    memcpy(chunk + GPU_PARITY_PKT_HLEN, pkts[g][i],
+                           lens[g][i]);
+                    gpu_parity_pkt_chunk_head(chunk, lens[g][i]);
+                }
+            }
+            if (mode == 1) {
+                heap = malloc(total * m + G * m * 16);
+                assert_non_null(heap);
+            }
+            dst_mem = mode == 1 ? heap : arena;
+            if (mode) {
+                memset(dst_mem, PKT_GUARD,
+                       mode == 1 ? total * m + G * m * 16 : PKT_ARENA_BYTES);
+                for (unsigned int g = 0; g < G; g++) {
+                    for (unsigned int j = 0; j < m; j++) {
+                        /* Any alignment, with guard bytes between. */
+                        dst_used += 1 + rng_below(&r, 15);
+                        dst[g * m + j] = dst_mem + dst_used;
+                        dst_used += cs[g];
+                    }
+                }
+            }
+            assert_int_equal(gpu_parity_batch_create(pc, total, &batch),
+                             GPU_OK);
+
+            /* A length past its chunk is refused, nothing written. */
+            if (c % 5 == 4) {
+                unsigned int g = rng_below(&r, G), i = rng_below(&r, k);
+                uint8_t *chunk = chunks[i] + off[g];
+
+                gpu_parity_get_stats(pc, &st0);
+                gpu_parity_pkt_chunk_head(chunk, cs[g] - 1);
+                assert_int_equal(gpu_parity_pkt_encode_submit(
+                                     batch, NULL, chunks, chunks + k, cs, G,
+                                     mode ? dst : NULL),
+                                 GPU_PARITY_ERR_PACKET);
+                gpu_parity_get_stats(pc, &st1);
+                assert_int_equal(st1.n_refused, st0.n_refused + 1);
+                for (size_t x = 0; mode && x < dst_used + 1; x++) {
+                    assert_int_equal(dst_mem[x], PKT_GUARD);
+                }
+                gpu_parity_pkt_chunk_head(chunk, lens[g][i]);
+                refused++;
+            }
+
+            bool sync = c % 4 == 3;
+
+            if (sync) {
+                /* The synchronous call (a fallback's). */
+                assert_int_equal(gpu_parity_pkt_encode_groups(
+                                     pc, chunks, chunks + k, cs, G,
+                                     mode ? dst : NULL), GPU_OK);
+            } else {
+                assert_int_equal(gpu_parity_pkt_encode_submit(
+                                     batch, NULL, chunks, chunks + k, cs, G,
+                                     mode ? dst : NULL), GPU_OK);
+                assert_int_equal(gpu_parity_wait(batch), GPU_OK);
+            }
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int j = 0; j < m; j++) {
+                    const uint8_t *got_parity = (mode ? dst[g * m + j]
+                                                 : chunks[k + j] + off[g]);
+
+                    assert_memory_equal(got_parity, alone[g][j], cs[g]);
+                }
+            }
+            if (mode) {
+                /* Nothing written outside the destinations. */
+                size_t x = 0;
+
+                for (unsigned int d = 0; d < G * m; d++) {
+                    for (; dst_mem + x < dst[d]; x++) {
+                        assert_int_equal(dst_mem[x], PKT_GUARD);
+                    }
+                    x += cs[d / m];
+                }
+                assert_int_equal(dst_mem[x], PKT_GUARD);
+            }
+            /* The device writes the destinations itself exactly where it
+             * can: registered memory on a device, any in the emulator. */
+            bool expect = (backends[b] == GPU_PARITY_BACKEND_CUDA && mode
+                           && (!device_here || (mode == 2 && registered)));
+
+            if (!sync) {
+                assert_int_equal(gpu_parity_batch_wrote_in_place(batch),
+                                 expect);
+                in_place += expect;
+            }
+            for (unsigned int g = 0; g < G; g++) {
+                for (unsigned int i = 0; i < k; i++) {
+                    free(pkts[g][i]);
+                }
+                for (unsigned int j = 0; j < m; j++) {
+                    free(alone[g][j]);
+                }
+            }
+            gpu_parity_batch_destroy(batch);
+            gpu_host_free(mem);
+            free(heap);
+            gpu_parity_destroy(pc);
+            calls++;
+        }
+    }
+    if (registered) {
+        assert_int_equal(gpu_host_unregister(arena), GPU_OK);
+    }
+    free(arena);
+    print_message("  %u calls, %u written in place by the device%s, %u "
+                  "refused\n", calls, in_place,
+                  registered || !cuda_here ? ""
+                  : device_here ? " (arena not registered)" : " (emulated)",
+                  refused);
+}
+
 /* ---- The GF8 code against a plain GF(2^8) product, and ISA-L. ---- */
 
 /* GF(2^8) with ISA-L's polynomial 0x11d, bit by bit. */
@@ -1770,6 +1964,7 @@ main(void)
         cmocka_unit_test(test_auto_backend),
         cmocka_unit_test(test_packets),
         cmocka_unit_test(test_groups_side_by_side),
+        cmocka_unit_test(test_pkt_groups),
         cmocka_unit_test(test_gf8_oracle),
         cmocka_unit_test(test_decode_segments),
         cmocka_unit_test(test_copy_layouts),

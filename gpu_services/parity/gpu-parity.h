@@ -386,6 +386,58 @@ int gpu_parity_decode_segments(struct gpu_parity *, uint8_t *const *data,
                                const struct gpu_parity_segment *segs,
                                size_t n_segs);
 
+/* ---- Packet groups coded in one call, padded and delivered by the
+ * coder. ----
+ *
+ * A packet encoder writes each packet's length and bytes into its chunk
+ * (gpu_parity_pkt_chunk_head()) and nothing more: the zeros up to the
+ * group's chunk size are the coder's to write, and on the CUDA backend
+ * the device writes them while it takes the chunks in (reading only the
+ * bytes the packets use), so the thread that gathers the packets never
+ * touches the padding (half of what it would write for the Internet mix
+ * in groups of 10).  The groups lie side by side from offset 0, group g's
+ * chunks 'group_sizes[g]' bytes (gpu_parity_pkt_chunk_size()), so the
+ * call codes sum(group_sizes) bytes of every chunk.
+ *
+ * 'parity_dst' (NULL, or n_groups * m pointers: group g's parity chunk j
+ * at [g * m + j], each with room for group_sizes[g] bytes, any alignment)
+ * names where each group's parity packets go (a switch's packet buffers).
+ * Where every one lies in memory the device can write in place
+ * (gpu_host_register()), the CUDA backend's device writes them there
+ * itself and the parity chunks' host buffers are not written; otherwise
+ * (and on the CPU backend, and in a fallback to the CPU) the parity is
+ * coded into the host buffers and copied to the destinations when the
+ * submission completes (gpu_parity_wait() or gpu_parity_poll()).  With
+ * 'parity_dst' NULL the parity is in the host buffers, as with
+ * gpu_parity_encode_submit().
+ *
+ * Refused before anything is written (and counted in n_refused):
+ * GPU_PARITY_ERR_SIZE for a group size of 0 or not a multiple of the
+ * coder's unit, or groups past the batch's max_size; GPU_PARITY_ERR_PACKET
+ * for a chunk whose length does not fit its group's chunk size;
+ * GPU_ERR_INVALID for a NULL buffer. */
+
+/* Writes the length header of packet 'len' bytes long, whose bytes the
+ * caller wrote (or writes) at 'chunk' + GPU_PARITY_PKT_HLEN. */
+void gpu_parity_pkt_chunk_head(uint8_t *chunk, size_t len);
+
+int gpu_parity_pkt_encode_submit(struct gpu_parity_batch *,
+                                 struct gpu_stream *, uint8_t *const *data,
+                                 uint8_t *const *parity,
+                                 const size_t *group_sizes, size_t n_groups,
+                                 uint8_t *const *parity_dst);
+
+/* The same, synchronously, through a pooled batch (a packet encoder's
+ * fallback to a CPU coder).  Safe from several threads. */
+int gpu_parity_pkt_encode_groups(struct gpu_parity *, uint8_t *const *data,
+                                 uint8_t *const *parity,
+                                 const size_t *group_sizes, size_t n_groups,
+                                 uint8_t *const *parity_dst);
+
+/* Whether the last submission of the batch wrote its parity destinations
+ * from the device (counted by fec_encode's show command). */
+bool gpu_parity_batch_wrote_in_place(const struct gpu_parity_batch *);
+
 #ifdef __cplusplus
 }
 #endif

@@ -245,6 +245,12 @@ gpu_parity_cpu_apply_batch(const struct gpu_parity_batch *b)
 {
     unsigned int ps = b->coder->cfg.packetsize;
 
+    if (b->pkt) {
+        gpu_parity_pkt_pad_host(b);
+        gpu_parity_cpu_apply(b->plan, ps, b->in, b->out, b->size);
+        gpu_parity_pkt_deliver_host(b);
+        return;
+    }
     if (!b->n_segs) {
         gpu_parity_cpu_apply(b->plan, ps, b->in, b->out, b->size);
         return;

@@ -506,6 +506,15 @@ struct cuda_batch {
     cudaEvent_t prof[2];        /* Around a profiled re-run's kernels. */
     bool profiled;              /* This submission records prof[]. */
     bool fallback;              /* Code on the CPU at wait time. */
+    /* GF8: d_tables hold the encode plan's tables (copied once, not with
+     * every submission). */
+    bool tables_encode;
+    /* Packet groups: their offsets and sizes, then their destinations,
+     * in pinned memory the kernels read in place ('pkt_cap' groups);
+     * and the data chunks last found readable by the device in place. */
+    struct pkt_group *pkt_table;
+    size_t pkt_cap;
+    const uint8_t *pkt_readable[GPU_PARITY_MAX_CHUNKS];
     int error;
     uint64_t n_calls;           /* Runtime calls of this submission. */
     cudaStream_t user;          /* The caller's stream it was queued on. */
@@ -569,6 +578,7 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     }
     free(c->h_tables);
     free(c->seg_table);
+    gpu_host_free(c->pkt_table);
     if (emulate) {
         free(c->d_base);
         free(c->d_tables);
@@ -1083,6 +1093,7 @@ submit_segments(struct gpu_parity_batch *b, cudaStream_t st)
         hi = b->segs[s].offset + b->segs[s].size;
     }
     if (tables) {
+        c->tables_encode = false;
         /* The staging buffer is pageable: the copy has taken it when
          * this returns, so the next submission may overwrite it. */
         error = CK(xcopy(c, c->d_tables, c->h_tables, tables,
@@ -1102,6 +1113,271 @@ submit_segments(struct gpu_parity_batch *b, cudaStream_t st)
     if (!error) {
         error = CK(xrecord(c, c->done, st));
     }
+    return error;
+}
+
+/* ---- Packet groups (gpu_parity_pkt_encode_submit()). ----
+ *
+ * Two kernels replace the copies in and out of a packet encoder's call,
+ * at no more runtime calls: one takes each data chunk in from the host
+ * chunk in place, only the bytes its packet uses, and writes the zeros
+ * after them on the device (so the host never writes the padding); one
+ * writes each group's parity packets from the device straight into their
+ * destinations in host memory registered with the device (a switch's
+ * packet buffers, so the host never copies them).  A block a chunk of a
+ * group, its threads 8 bytes apart. */
+
+struct pkt_group {
+    uint64_t ofs, size;
+};
+
+#define PKT_THREADS 128
+
+struct pkt_args {
+    const uint8_t *in[GPU_PARITY_MAX_CHUNKS];   /* Host data chunks. */
+    uint8_t *base;                  /* Device slot 0. */
+    uint64_t stride;
+    const struct pkt_group *groups; /* Pinned host, read in place. */
+    uint8_t *const *dst;            /* Pinned host: n_groups * m. */
+    uint32_t k, m;
+    uint32_t in_aligned;            /* Every host chunk 8-byte aligned. */
+};
+
+/* Block 'blk' (group blk / k, data chunk blk % k), thread 'tid'. */
+static HD void
+pkt_take_in(const struct pkt_args &a, uint32_t blk, uint32_t tid)
+{
+    uint32_t g = blk / a.k, i = blk % a.k;
+    uint64_t ofs = a.groups[g].ofs, size = a.groups[g].size;
+    const uint8_t *src = a.in[i] + ofs;
+    uint8_t *dev = a.base + a.stride * i + ofs;
+    uint64_t used = gpu_parity_pkt_used(src);
+
+    /* Checked on the host at submission; a header changed since must
+     * still not make the kernel write past its chunk. */
+    used = used < size ? used : size;
+    for (uint64_t x = (uint64_t) tid * 8; x < size; x += PKT_THREADS * 8) {
+        uint64_t v = 0;
+
+        if (x < used) {
+            if (a.in_aligned) {
+                v = *(const uint64_t *) (src + x);
+            } else {
+                for (int b = 0; b < 8; b++) {
+                    v |= (uint64_t) src[x + b] << (8 * b);
+                }
+            }
+            if (used - x < 8) {
+                v &= ((uint64_t) 1 << (8 * (used - x))) - 1;
+            }
+        }
+        *(uint64_t *) (dev + x) = v;
+    }
+}
+
+/* Block 'blk' (group blk / m, parity chunk blk % m), thread 'tid': the
+ * destination in aligned 8-byte words, its unaligned ends byte by
+ * byte. */
+static HD void
+pkt_deliver(const struct pkt_args &a, uint32_t blk, uint32_t tid)
+{
+    uint32_t g = blk / a.m, j = blk % a.m;
+    uint64_t ofs = a.groups[g].ofs, size = a.groups[g].size;
+    const uint8_t *src = a.base + a.stride * (a.k + j) + ofs;
+    uint8_t *dst = a.dst[(uint64_t) g * a.m + j];
+    uintptr_t d0 = (uintptr_t) dst, d1 = d0 + size;
+    uintptr_t w0 = (d0 + 7) & ~(uintptr_t) 7, w1 = d1 & ~(uintptr_t) 7;
+
+    if (w0 >= w1) {
+        w0 = w1 = d1;           /* No whole word: bytes only. */
+    }
+    for (uintptr_t x = d0 + tid; x < w0; x += PKT_THREADS) {
+        *(uint8_t *) x = src[x - d0];
+    }
+    for (uintptr_t x = w1 + tid; x < d1; x += PKT_THREADS) {
+        *(uint8_t *) x = src[x - d0];
+    }
+    for (uintptr_t x = w0 + (uintptr_t) tid * 8; x < w1;
+         x += PKT_THREADS * 8) {
+        const uint8_t *s = src + (x - d0);
+        uint64_t v = 0;
+
+        for (int b = 0; b < 8; b++) {
+            v |= (uint64_t) s[b] << (8 * b);
+        }
+        *(uint64_t *) x = v;
+    }
+}
+
+__global__ void __launch_bounds__(PKT_THREADS)
+pkt_take_in_kernel(const __grid_constant__ struct pkt_args a)
+{
+    pkt_take_in(a, blockIdx.x, threadIdx.x);
+}
+
+__global__ void __launch_bounds__(PKT_THREADS)
+pkt_deliver_kernel(const __grid_constant__ struct pkt_args a)
+{
+    pkt_deliver(a, blockIdx.x, threadIdx.x);
+}
+
+static cudaError_t
+pkt_launch(struct cuda_batch *c, const struct pkt_args *a, bool take_in,
+           uint32_t n_blocks, cudaStream_t st)
+{
+    c->n_calls++;
+    if (emulate) {
+        for (uint32_t blk = 0; blk < n_blocks; blk++) {
+            for (uint32_t tid = 0; tid < PKT_THREADS; tid++) {
+                if (take_in) {
+                    pkt_take_in(*a, blk, tid);
+                } else {
+                    pkt_deliver(*a, blk, tid);
+                }
+            }
+        }
+        return cudaSuccess;
+    }
+    if (take_in) {
+        pkt_take_in_kernel<<<n_blocks, PKT_THREADS, 0, st>>>(*a);
+    } else {
+        pkt_deliver_kernel<<<n_blocks, PKT_THREADS, 0, st>>>(*a);
+    }
+    return cudaGetLastError();
+}
+
+/* Whether the device may read every data chunk of 'b' in place at its
+ * host address: pinned or registered memory, which a call's chunks stay
+ * in from one submission to the next, so it is asked once per chunk. */
+static bool
+pkt_in_readable(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+
+    for (unsigned int i = 0; i < b->coder->cfg.k; i++) {
+        struct cudaPointerAttributes attr;
+
+        if (emulate || c->pkt_readable[i] == b->in[i]) {
+            continue;
+        }
+        if (cudaPointerGetAttributes(&attr, b->in[i]) != cudaSuccess
+            || attr.type != cudaMemoryTypeHost
+            || attr.devicePointer != (const void *) b->in[i]) {
+            cudaGetLastError();
+            return false;
+        }
+        c->pkt_readable[i] = b->in[i];
+    }
+    return true;
+}
+
+/* Whether the device may write every destination of 'b' in place. */
+static bool
+pkt_dst_writable(const struct gpu_parity_batch *b)
+{
+    unsigned int m = b->coder->cfg.m;
+
+    for (size_t g = 0; !emulate && g < b->n_groups; g++) {
+        for (unsigned int j = 0; j < m; j++) {
+            if (!gpu_host_registered(b->dst[g * m + j],
+                                     b->group_sizes[g])) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* Fills the batch's pinned table of groups and destinations. */
+static int
+pkt_table_fill(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+    unsigned int m = b->coder->cfg.m;
+    size_t ofs = 0;
+    uint8_t **dst;
+
+    if (b->n_groups > c->pkt_cap) {
+        size_t cap = b->n_groups * 2;
+        struct pkt_group *t = (struct pkt_group *) gpu_host_alloc(
+            cap * (sizeof *t + m * sizeof *dst));
+
+        if (!t) {
+            return GPU_ERR_NOMEM;
+        }
+        /* The batch is idle: no kernel reads the old one. */
+        gpu_host_free(c->pkt_table);
+        c->pkt_table = t;
+        c->pkt_cap = cap;
+    }
+    dst = (uint8_t **) (c->pkt_table + c->pkt_cap);
+    for (size_t g = 0; g < b->n_groups; g++) {
+        c->pkt_table[g].ofs = ofs;
+        c->pkt_table[g].size = b->group_sizes[g];
+        ofs += b->group_sizes[g];
+    }
+    if (b->has_dst) {
+        memcpy(dst, b->dst, b->n_groups * m * sizeof *dst);
+    }
+    return GPU_OK;
+}
+
+/* An encode of packet groups, on the caller's stream (a packet encoder's
+ * call is far below SLICE_BYTES a chunk): the data chunks taken in and
+ * padded by the device where it can read them in place (else padded on
+ * the host and copied in), the code applied, the parity written to the
+ * destinations by the device where it can write them all in place (else
+ * copied out, and to the destinations when done). */
+static int
+submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
+{
+    struct cuda_batch *c = cb(b);
+    const struct gpu_parity_config *cfg = &b->coder->cfg;
+    size_t n_blocks = b->size / block_bytes(b->coder);
+    struct pkt_args *a;
+    uintptr_t align = 0;
+    int error;
+
+    error = pkt_table_fill(b);
+    if (error) {
+        return error;
+    }
+    a = (struct pkt_args *) calloc(1, sizeof *a);
+    if (!a) {
+        return GPU_ERR_NOMEM;
+    }
+    for (unsigned int i = 0; i < cfg->k; i++) {
+        a->in[i] = b->in[i];
+        align |= (uintptr_t) b->in[i];
+    }
+    a->base = c->d_base;
+    a->stride = c->stride;
+    a->groups = c->pkt_table;
+    a->dst = (uint8_t *const *) (c->pkt_table + c->pkt_cap);
+    a->k = cfg->k;
+    a->m = cfg->m;
+    a->in_aligned = !(align & 7);
+
+    if (pkt_in_readable(b)) {
+        error = CK(pkt_launch(c, a, true, b->n_groups * cfg->k, st));
+    } else {
+        gpu_parity_pkt_pad_host(b);
+        error = CK(copy_chunks(c, b->in, cfg->k, 0, 0, b->size, false, st));
+    }
+    if (!error) {
+        error = CK(apply_blocks(b, 0, n_blocks, st));
+    }
+    b->dst_in_place = b->has_dst && pkt_dst_writable(b);
+    if (!error && b->dst_in_place) {
+        error = CK(pkt_launch(c, a, false, b->n_groups * cfg->m, st));
+    } else if (!error) {
+        error = CK(copy_chunks(c, (const uint8_t *const *) b->out, cfg->m,
+                               cfg->k, 0, b->size, true, st));
+    }
+    if (!error) {
+        error = CK(xrecord(c, c->done, st));
+    }
+    free(a);
     return error;
 }
 
@@ -1160,11 +1436,23 @@ cuda_submit(struct gpu_parity_batch *b, struct gpu_stream *stream,
         }
         goto fail;
     }
-    if (p->code == GPU_PARITY_CODE_GF8) {
-        /* Ahead of the slices, which wait for 'start' on 'user'. */
+    if (p->code == GPU_PARITY_CODE_GF8
+        && !(p == &b->coder->encode && c->tables_encode)) {
+        /* Ahead of the slices, which wait for 'start' on 'user'.  The
+         * encode plan's stay for the next encode. */
         error = CK(xcopy(c, c->d_tables, p->tables,
                          (size_t) p->n_out * p->n_in * 32,
                          cudaMemcpyHostToDevice, user));
+        c->tables_encode = !error && p == &b->coder->encode;
+    }
+    if (b->pkt) {
+        if (!error) {
+            error = submit_pkt(b, user);
+        }
+        if (!error) {
+            goto done;
+        }
+        goto fail;
     }
     n_slices = b->size / SLICE_BYTES;
     n_slices = n_slices < 1 ? 1 : n_slices > MAX_SLICES ? MAX_SLICES
@@ -1276,8 +1564,11 @@ cuda_finish(struct gpu_parity_batch *b, int error)
     }
     if (error || c->fallback) {
         drain(c);
+        b->dst_in_place = false;
         gpu_parity_cpu_apply_batch(b);
         gpu_parity_count(b, true);
+    } else if (b->pkt && !b->dst_in_place) {
+        gpu_parity_pkt_deliver_host(b);
     }
     return GPU_OK;
 }

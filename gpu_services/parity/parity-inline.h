@@ -129,4 +129,16 @@ gpu_parity_gf8_xtime64(uint64_t v)
     return GPU_PARITY_GF8_XTIME(v);
 }
 
+/* ---- Packet chunks (gpu_parity_pkt_*). ----
+ *
+ * A packet's chunk starts with its length, 2 bytes big-endian, then its
+ * bytes; the rest, up to its group's chunk size, is zeros.  The bytes
+ * the packet uses, header included, which the CPU pads after and the
+ * CUDA kernel copies in before writing zeros. */
+GPU_PARITY_HD uint32_t
+gpu_parity_pkt_used(const uint8_t *chunk)
+{
+    return 2 + ((uint32_t) chunk[0] << 8 | chunk[1]);
+}
+
 #endif /* parity-inline.h */

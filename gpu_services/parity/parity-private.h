@@ -149,6 +149,17 @@ struct gpu_parity_batch {
     const uint8_t *in[GPU_PARITY_MAX_CHUNKS];
     uint8_t *out[GPU_PARITY_MAX_CHUNKS];
     size_t size;
+    /* An encode of packet groups (gpu_parity_pkt_encode_submit()): the
+     * data chunks' padding is the backend's to write, group g's chunks
+     * are group_sizes[g] bytes side by side, and its parity goes to
+     * dst[g * m .. g * m + m) where 'dst' is not NULL; 'dst_in_place'
+     * if the device wrote them there. */
+    bool pkt;
+    size_t *group_sizes;
+    size_t n_groups, groups_cap;
+    uint8_t **dst;              /* NULL, or room for groups_cap * m. */
+    bool has_dst;
+    bool dst_in_place;
     bool busy;                  /* Submitted, not yet waited for. */
     bool decode;
     bool counted;               /* Stats taken for this submission. */
@@ -169,6 +180,14 @@ void gpu_parity_cpu_apply_gf8(const struct parity_plan *,
  * (one plan, or segments): the CPU backend, and the CUDA backend's
  * fallback. */
 void gpu_parity_cpu_apply_batch(const struct gpu_parity_batch *);
+
+/* For a packet-group encode: writes the zeros after each packet in the
+ * host data chunks, and copies each group's parity from the host parity
+ * chunks to its destinations.  The CPU backend and the CUDA backend's
+ * fallback do both; the CUDA backend copies where the device could not
+ * write the destinations itself. */
+void gpu_parity_pkt_pad_host(const struct gpu_parity_batch *);
+void gpu_parity_pkt_deliver_host(const struct gpu_parity_batch *);
 
 /* Adds a finished submission to the coder's stats. */
 void gpu_parity_count(struct gpu_parity_batch *, bool fallback);

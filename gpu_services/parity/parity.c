@@ -1141,6 +1141,8 @@ gpu_parity_batch_destroy(struct gpu_parity_batch *b)
     }
     batch_release_plans(b);
     free(b->segs);
+    free(b->group_sizes);
+    free(b->dst);
     free(b);
 }
 
@@ -1206,6 +1208,8 @@ gpu_parity_encode_submit(struct gpu_parity_batch *b,
     b->plan = &pc->encode;
     b->size = size;
     b->decode = false;
+    b->pkt = false;
+    b->dst_in_place = false;
     b->counted = false;
     return batch_start(b, stream, false);
 }
@@ -1250,6 +1254,8 @@ decode_setup(struct gpu_parity_batch *b, uint8_t *const *data,
     b->dplan = b->plan = plan;
     b->size = size;
     b->decode = true;
+    b->pkt = false;
+    b->dst_in_place = false;
     b->counted = false;
     return GPU_OK;
 }
@@ -1379,6 +1385,8 @@ segments_setup(struct gpu_parity_batch *b, uint8_t *const *data,
     b->plan = NULL;
     b->size = total;
     b->decode = true;
+    b->pkt = false;
+    b->dst_in_place = false;
     b->counted = false;
     return GPU_OK;
 }
@@ -1633,10 +1641,192 @@ gpu_parity_pkt_to_chunk(uint8_t *chunk, size_t chunk_size,
 void
 gpu_parity_pkt_chunk_finish(uint8_t *chunk, size_t chunk_size, size_t len)
 {
-    chunk[0] = len >> 8;
-    chunk[1] = len;
+    gpu_parity_pkt_chunk_head(chunk, len);
     memset(chunk + GPU_PARITY_PKT_HLEN + len, 0,
            chunk_size - GPU_PARITY_PKT_HLEN - len);
+}
+
+void
+gpu_parity_pkt_chunk_head(uint8_t *chunk, size_t len)
+{
+    chunk[0] = len >> 8;
+    chunk[1] = len;
+}
+
+void
+gpu_parity_pkt_pad_host(const struct gpu_parity_batch *b)
+{
+    size_t ofs = 0;
+
+    for (size_t g = 0; g < b->n_groups; g++) {
+        size_t size = b->group_sizes[g];
+
+        for (unsigned int i = 0; i < b->coder->cfg.k; i++) {
+            uint8_t *chunk = (uint8_t *) b->in[i] + ofs;
+            size_t used = gpu_parity_pkt_used(chunk);
+
+            memset(chunk + used, 0, size - used);
+        }
+        ofs += size;
+    }
+}
+
+void
+gpu_parity_pkt_deliver_host(const struct gpu_parity_batch *b)
+{
+    unsigned int m = b->coder->cfg.m;
+    size_t ofs = 0;
+
+    if (!b->has_dst) {
+        return;
+    }
+    for (size_t g = 0; g < b->n_groups; g++) {
+        for (unsigned int j = 0; j < m; j++) {
+            memcpy(b->dst[g * m + j], b->out[j] + ofs, b->group_sizes[g]);
+        }
+        ofs += b->group_sizes[g];
+    }
+}
+
+/* Makes room in 'b' for 'n' groups' sizes and destinations. */
+static int
+pkt_groups_reserve(struct gpu_parity_batch *b, size_t n)
+{
+    unsigned int m = b->coder->cfg.m;
+    size_t *sizes;
+    uint8_t **dst;
+
+    if (n <= b->groups_cap) {
+        return GPU_OK;
+    }
+    sizes = realloc(b->group_sizes, n * sizeof *sizes);
+    if (!sizes) {
+        return GPU_ERR_NOMEM;
+    }
+    b->group_sizes = sizes;
+    dst = realloc(b->dst, n * m * sizeof *dst);
+    if (!dst) {
+        return GPU_ERR_NOMEM;
+    }
+    b->dst = dst;
+    b->groups_cap = n;
+    return GPU_OK;
+}
+
+int
+gpu_parity_pkt_encode_submit(struct gpu_parity_batch *b,
+                             struct gpu_stream *stream,
+                             uint8_t *const *data, uint8_t *const *parity,
+                             const size_t *group_sizes, size_t n_groups,
+                             uint8_t *const *parity_dst)
+{
+    struct gpu_parity *pc = b->coder;
+    unsigned int k = pc->cfg.k, m = pc->cfg.m, i;
+    size_t unit = coder_unit(pc), total = 0, ofs = 0;
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    if (!data || !parity || !group_sizes || !n_groups) {
+        return refuse(pc, GPU_ERR_INVALID);
+    }
+    for (i = 0; i < k; i++) {
+        if (!data[i]) {
+            return refuse(pc, GPU_ERR_INVALID);
+        }
+    }
+    for (i = 0; i < m; i++) {
+        if (!parity[i]) {
+            return refuse(pc, GPU_ERR_INVALID);
+        }
+    }
+    for (size_t g = 0; g < n_groups; g++) {
+        size_t size = group_sizes[g];
+
+        if (!size || size % unit || size > b->max_size - total) {
+            return refuse(pc, GPU_PARITY_ERR_SIZE);
+        }
+        total += size;
+    }
+    /* The lengths, so that no padding starts past its chunk. */
+    for (size_t g = 0; g < n_groups; g++) {
+        for (i = 0; i < k; i++) {
+            if (gpu_parity_pkt_used(data[i] + ofs) > group_sizes[g]) {
+                return refuse(pc, GPU_PARITY_ERR_PACKET);
+            }
+        }
+        for (i = 0; parity_dst && i < m; i++) {
+            if (!parity_dst[g * m + i]) {
+                return refuse(pc, GPU_ERR_INVALID);
+            }
+        }
+        ofs += group_sizes[g];
+    }
+    error = pkt_groups_reserve(b, n_groups);
+    if (error) {
+        return refuse(pc, error);
+    }
+    memcpy(b->group_sizes, group_sizes, n_groups * sizeof *group_sizes);
+    if (parity_dst) {
+        memcpy(b->dst, parity_dst, n_groups * m * sizeof *parity_dst);
+    }
+    for (i = 0; i < k; i++) {
+        b->in[i] = data[i];
+    }
+    for (i = 0; i < m; i++) {
+        b->out[i] = parity[i];
+    }
+    batch_release_plans(b);
+    b->plan = &pc->encode;
+    b->size = total;
+    b->decode = false;
+    b->pkt = true;
+    b->n_groups = n_groups;
+    b->has_dst = parity_dst != NULL;
+    b->dst_in_place = false;
+    b->counted = false;
+    return batch_start(b, stream, false);
+}
+
+int
+gpu_parity_pkt_encode_groups(struct gpu_parity *pc, uint8_t *const *data,
+                             uint8_t *const *parity,
+                             const size_t *group_sizes, size_t n_groups,
+                             uint8_t *const *parity_dst)
+{
+    struct gpu_parity_batch *b;
+    size_t total = 0;
+    int error;
+
+    /* The batch must hold every group; a size that overflows is refused
+     * as the submission would refuse it. */
+    for (size_t g = 0; group_sizes && g < n_groups; g++) {
+        if (group_sizes[g] > SIZE_MAX - total) {
+            return refuse(pc, GPU_PARITY_ERR_SIZE);
+        }
+        total += group_sizes[g];
+    }
+    if (size_ok(pc, total)) {
+        total = coder_unit(pc);
+    }
+    error = pool_get(pc, total, &b);
+    if (error) {
+        return error;
+    }
+    error = gpu_parity_pkt_encode_submit(b, NULL, data, parity, group_sizes,
+                                         n_groups, parity_dst);
+    if (!error) {
+        error = gpu_parity_wait(b);
+    }
+    pool_put(pc, b);
+    return error;
+}
+
+bool
+gpu_parity_batch_wrote_in_place(const struct gpu_parity_batch *b)
+{
+    return b->pkt && b->dst_in_place;
 }
 
 int
