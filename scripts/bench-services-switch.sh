@@ -318,14 +318,16 @@ checks() {
                 /^fec_encode/ { w = "enc" } /^fec_decode/ { w = "dec" }
                 w == "enc" && /parity sent:/ { p = $3 }
                 w == "enc" && /groups per call:/ { g = $7 }
+                w == "enc" && /parity written by the device:/ { ip = $6 }
                 w == "dec" && /packets passed:/ { d = $3 }
                 w == "dec" && /link losses emulated:/ { x = $4 }
                 w == "dec" && /packets rebuilt:/ { r = $3 }
                 w == "dec" && /groups lost:/ { l = $3 }
                 /^  errors:/ { e += $2 }
-                END { printf "parity %s (%s groups/call) passed %s " \
-                      "link-lost %s rebuilt %s lost-groups %s errors %s",
-                      p, g, d, x, r, l, e }'
+                END { printf "parity %s (%s groups/call) ", p, g
+                      if (ip != "") printf "in-place %s groups ", ip
+                      printf "passed %s link-lost %s rebuilt %s " \
+                      "lost-groups %s errors %s", d, x, r, l, e }'
             # Where the parity and rebuilt packets came from: DPDK's mbufs
             # (the service's pool) or the heap.
             printf '; made %s mbufs %s heap' \
