@@ -76,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_runtime/gpu-graph.cuh"
 #include "gpu_services/parity/parity-private.h"
 
 #define THREADS 256
@@ -515,6 +516,14 @@ struct cuda_batch {
     struct pkt_group *pkt_table;
     size_t pkt_cap;
     const uint8_t *pkt_readable[GPU_PARITY_MAX_CHUNKS];
+    /* The packet encode as one graph (take in, code, deliver), built at
+     * the first submission that can use it; its arguments in pinned
+     * memory, which its first node copies to the device; the GF8 code's
+     * tables of its own (a decode may move d_tables). */
+    struct gpu_graph pkt_graph;
+    struct pkt_graph_args *pkt_h_args, *pkt_d_args;
+    uint8_t *pkt_tables;
+    bool pkt_graph_tried;
     int error;
     uint64_t n_calls;           /* Runtime calls of this submission. */
     cudaStream_t user;          /* The caller's stream it was queued on. */
@@ -578,8 +587,8 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     }
     free(c->h_tables);
     free(c->seg_table);
-    gpu_host_free(c->pkt_table);
     if (emulate) {
+        gpu_host_free(c->pkt_table);
         free(c->d_base);
         free(c->d_tables);
         free(c);
@@ -607,6 +616,11 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     if (c->done) {
         cudaEventDestroy(c->done);
     }
+    gpu_graph_destroy(&c->pkt_graph);
+    gpu_host_free(c->pkt_table);
+    gpu_host_free(c->pkt_h_args);
+    cudaFree(c->pkt_d_args);
+    cudaFree(c->pkt_tables);
     cudaFree(c->d_base);
     cudaFree(c->d_tables);
     cudaGetLastError();
@@ -1139,9 +1153,19 @@ struct pkt_args {
     uint64_t stride;
     const struct pkt_group *groups; /* Pinned host, read in place. */
     uint8_t *const *dst;            /* Pinned host: n_groups * m. */
-    uint32_t k, m;
+    uint32_t n_groups, k, m;
     uint32_t in_aligned;            /* Every host chunk 8-byte aligned. */
 };
+
+/* What the graph's first node copies to the device for its kernels. */
+struct pkt_graph_args {
+    struct pkt_args a;
+    uint32_t seq;               /* For gpu_graph_done_kernel(). */
+};
+
+/* The graph's grids, fixed when it is built: blocks stride over the
+ * call's chunks. */
+#define PKT_GRAPH_BLOCKS 264
 
 /* Block 'blk' (group blk / k, data chunk blk % k), thread 'tid'. */
 static HD void
@@ -1219,6 +1243,25 @@ __global__ void __launch_bounds__(PKT_THREADS)
 pkt_deliver_kernel(const __grid_constant__ struct pkt_args a)
 {
     pkt_deliver(a, blockIdx.x, threadIdx.x);
+}
+
+/* The graph's: the call's arguments in device memory. */
+__global__ void __launch_bounds__(PKT_THREADS)
+pkt_take_in_graph_kernel(const struct pkt_args *a)
+{
+    for (uint32_t blk = blockIdx.x; blk < a->n_groups * a->k;
+         blk += gridDim.x) {
+        pkt_take_in(*a, blk, threadIdx.x);
+    }
+}
+
+__global__ void __launch_bounds__(PKT_THREADS)
+pkt_deliver_graph_kernel(const struct pkt_args *a)
+{
+    for (uint32_t blk = blockIdx.x; blk < a->n_groups * a->m;
+         blk += gridDim.x) {
+        pkt_deliver(*a, blk, threadIdx.x);
+    }
 }
 
 static cudaError_t
@@ -1322,6 +1365,75 @@ pkt_table_fill(struct gpu_parity_batch *b)
     return GPU_OK;
 }
 
+/* Builds the batch's packet-encode graph if it has none yet, and says
+ * whether it can be launched.  Its code kernels run over every column of
+ * the batch's max_size (the call's columns and stale ones after them,
+ * whose parity no one delivers: a few microseconds of the device at
+ * most), so that nothing but the take-in and deliver kernels' arguments
+ * changes from one call to the next. */
+static bool
+pkt_graph_ready(struct gpu_parity_batch *b)
+{
+    struct cuda_batch *c = cb(b);
+    const struct parity_plan *p = &b->coder->encode;
+    int in_slot[GPU_PARITY_MAX_CHUNKS], out_slot[GPU_PARITY_MAX_CHUNKS];
+    size_t tables = (size_t) p->n_out * p->n_in * 32;
+    void *capture;
+    cudaStream_t cs;
+    int error;
+
+    if (c->pkt_graph.exec || c->pkt_graph_tried || emulate) {
+        return c->pkt_graph.exec && !c->pkt_graph.broken;
+    }
+    c->pkt_graph_tried = true;
+    c->pkt_h_args = (struct pkt_graph_args *) gpu_host_alloc(
+        sizeof *c->pkt_h_args);
+    error = c->pkt_h_args ? GPU_OK : GPU_ERR_NOMEM;
+    if (!error) {
+        error = CK(cudaMalloc((void **) &c->pkt_d_args,
+                              sizeof *c->pkt_d_args));
+    }
+    if (!error && p->code == GPU_PARITY_CODE_GF8) {
+        error = CK(cudaMalloc((void **) &c->pkt_tables, tables));
+        if (!error) {
+            error = CK(cudaMemcpy(c->pkt_tables, p->tables, tables,
+                                  cudaMemcpyHostToDevice));
+        }
+    }
+    for (unsigned int i = 0; i < p->n_in; i++) {
+        in_slot[i] = i;
+    }
+    for (unsigned int o = 0; o < p->n_out; o++) {
+        out_slot[o] = p->n_in + o;
+    }
+    if (!error) {
+        error = gpu_graph_capture_begin(&c->pkt_graph, &capture);
+    }
+    if (error) {
+        c->pkt_graph.broken = true;
+        return false;
+    }
+    cs = (cudaStream_t) capture;
+    error = CK(cudaMemcpyAsync(c->pkt_d_args, c->pkt_h_args,
+                               sizeof *c->pkt_d_args,
+                               cudaMemcpyHostToDevice, cs));
+    if (!error) {
+        pkt_take_in_graph_kernel<<<PKT_GRAPH_BLOCKS, PKT_THREADS, 0, cs>>>(
+            &c->pkt_d_args->a);
+        error = CK(apply_plan(b, p, in_slot, out_slot, c->pkt_tables, 0,
+                              b->max_size / block_bytes(b->coder), cs));
+    }
+    if (!error) {
+        pkt_deliver_graph_kernel<<<PKT_GRAPH_BLOCKS, PKT_THREADS, 0, cs>>>(
+            &c->pkt_d_args->a);
+        gpu_graph_done_kernel<<<1, 1, 0, cs>>>(&c->pkt_d_args->seq,
+                                               c->pkt_graph.flag_dev);
+        error = CK(cudaGetLastError());
+    }
+    error = gpu_graph_capture_end(&c->pkt_graph, capture, error);
+    return !error && c->pkt_graph.exec && !c->pkt_graph.broken;
+}
+
 /* An encode of packet groups, on the caller's stream (a packet encoder's
  * call is far below SLICE_BYTES a chunk): the data chunks taken in and
  * padded by the device where it can read them in place (else padded on
@@ -1354,11 +1466,27 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
     a->stride = c->stride;
     a->groups = c->pkt_table;
     a->dst = (uint8_t *const *) (c->pkt_table + c->pkt_cap);
+    a->n_groups = b->n_groups;
     a->k = cfg->k;
     a->m = cfg->m;
     a->in_aligned = !(align & 7);
 
-    if (pkt_in_readable(b)) {
+    bool readable = pkt_in_readable(b);
+
+    b->dst_in_place = b->has_dst && pkt_dst_writable(b);
+    if (readable && b->dst_in_place && pkt_graph_ready(b)) {
+        /* Everything in place: one runtime call, the graph's launch. */
+        struct gpu_graph *g = &c->pkt_graph;
+        uint64_t n_host_launches = g->n_host_launches;
+
+        c->pkt_h_args->a = *a;
+        c->pkt_h_args->seq = gpu_graph_next_seq(g);
+        error = gpu_graph_launch(g, st);
+        c->n_calls += g->n_host_launches - n_host_launches;
+        free(a);
+        return error;
+    }
+    if (readable) {
         error = CK(pkt_launch(c, a, true, b->n_groups * cfg->k, st));
     } else {
         gpu_parity_pkt_pad_host(b);
@@ -1367,7 +1495,6 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
     if (!error) {
         error = CK(apply_blocks(b, 0, n_blocks, st));
     }
-    b->dst_in_place = b->has_dst && pkt_dst_writable(b);
     if (!error && b->dst_in_place) {
         error = CK(pkt_launch(c, a, false, b->n_groups * cfg->m, st));
     } else if (!error) {
@@ -1582,6 +1709,11 @@ cuda_poll(struct gpu_parity_batch *b)
     if (c->fallback || c->error || emulate) {
         return cuda_finish(b, GPU_OK);
     }
+    if (c->pkt_graph.in_flight) {
+        int status = gpu_graph_poll(&c->pkt_graph);
+
+        return status == GPU_ERR_BUSY ? status : cuda_finish(b, status);
+    }
     e = cudaEventQuery(c->done);
     if (e == cudaErrorNotReady) {
         return GPU_ERR_BUSY;
@@ -1596,6 +1728,9 @@ cuda_wait(struct gpu_parity_batch *b)
 
     if (c->fallback || c->error || emulate) {
         return cuda_finish(b, GPU_OK);
+    }
+    if (c->pkt_graph.in_flight) {
+        return cuda_finish(b, gpu_graph_wait(&c->pkt_graph));
     }
     return cuda_finish(b, CK(cudaEventSynchronize(c->done)));
 }
