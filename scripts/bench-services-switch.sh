@@ -357,6 +357,16 @@ check_heap() {
     fi
 }
 
+# check_in_place BACKEND CHECKS: on CUDA the device writes the encoder's
+# parity into the packets (DPDK's memory is registered with it): a row
+# where it wrote none lost that path (adds to check_row's 'why').
+check_in_place() {
+    if test $1 = cuda && test -z "${BENCH_PKT_HEAP:-}"; then
+        echo "$2" | grep -q 'in-place [1-9][0-9]* groups' \
+            || why="$why, no parity written by the device"
+    fi
+}
+
 # check_row SERVICE BACKEND CHECKS: with --check, adds to FAILED what
 # CHECKS (the row's "checks" column) shows went wrong.
 check_row() {
@@ -365,12 +375,14 @@ check_row() {
     case $1 in
         fec-enc)
             echo "$3" | grep -q ' errors 0;' || why="fec errors"
+            check_in_place $2 "$3"
             echo "$3" | grep -q '^parity [1-9]' || why="$why, no parity"
             echo "$3" | grep -q 'made [1-9][0-9]* mbufs' \
                 || why="$why, no packet made from the mbuf pool"
             check_heap "$3" ;;
         fec|fec-dec)
             echo "$3" | grep -q ' errors 0;' || why="fec errors"
+            test $1 = fec && check_in_place $2 "$3"
             echo "$3" | grep -q ' rebuilt 0 ' && why="$why, nothing rebuilt"
             echo "$3" | grep -q 'corrupt 0 of [1-9]' \
                 || why="$why, corrupt frames or none delivered"
