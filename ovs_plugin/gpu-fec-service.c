@@ -202,10 +202,6 @@ struct fec_group {
     unsigned int n_have_parity;
     uint8_t **bufs;             /* k + m copies, NULL if not received. */
     size_t *lens;
-    /* k + m: the parity packet itself where bufs[i] lies in it (the
-     * decoder keeps a parity packet it may steal rather than copy it),
-     * else NULL. */
-    struct dp_packet **pkts;
 };
 
 /* A closed group in a device call. */
@@ -342,8 +338,6 @@ struct fec_inst {
     uint64_t n_errors;
     uint64_t n_parity_in_place; /* Encoder: groups whose parity packets
                                  * the device wrote. */
-    uint64_t n_parity_kept;     /* Decoder: parity packets kept whole
-                                 * rather than copied. */
     uint64_t n_faults;          /* Groups of device calls that failed, done
                                  * on the CPU. */
     uint64_t n_fault_calls;     /* Those calls. */
@@ -1603,11 +1597,7 @@ fec_group_free_bufs(struct fec_inst *inst, struct fec_group *g)
         return;
     }
     for (unsigned int i = 0; i < g->k + g->m; i++) {
-        if (g->pkts[i]) {
-            inst->n_buffered--;
-            inst->n_buffered_bytes -= g->lens[i];
-            dp_packet_delete(g->pkts[i]);
-        } else if (g->bufs[i]) {
+        if (g->bufs[i]) {
             inst->n_buffered--;
             inst->n_buffered_bytes -= g->lens[i];
             fec_buf_free(inst, g->bufs[i], g->lens[i]);
@@ -1710,8 +1700,7 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
         }
     }
     /* One allocation for the group and its arrays. */
-    g = xzalloc(sizeof *g + (k + m) * (sizeof *g->bufs + sizeof *g->lens
-                                        + sizeof *g->pkts));
+    g = xzalloc(sizeof *g + (k + m) * (sizeof *g->bufs + sizeof *g->lens));
     g->id = id;
     g->k = k;
     g->m = m;
@@ -1720,7 +1709,6 @@ fec_group_get(struct fec_inst *inst, uint32_t id, unsigned int k,
     g->start_us = now;
     g->bufs = (uint8_t **) (g + 1);
     g->lens = (size_t *) (g->bufs + k + m);
-    g->pkts = (struct dp_packet **) (g->lens + k + m);
     hmap_insert(&inst->groups, &g->node, hash_int(id, 0));
     ovs_list_push_back(&inst->lru, &g->lru_node);
     inst->last_group = g;
@@ -2002,17 +1990,8 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
              * oldest group, a cache miss. */
             fec_decode_make_room(inst, g, len);
         }
-        if (parity && out->may_steal) {
-            /* Dropped once read: kept whole until its group is done
-             * instead of copied (~1.5 kB a parity packet of the
-             * Internet mix). */
-            g->pkts[idx] = packet;
-            g->bufs[idx] = (uint8_t *) dp_packet_data(packet) + hlen;
-            inst->n_parity_kept++;
-        } else {
-            g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
-                                        dp_packet_data(packet) + hlen, len);
-        }
+        g->bufs[idx] = fec_buf_copy(inst, (const uint8_t *)
+                                    dp_packet_data(packet) + hlen, len);
         g->lens[idx] = len;
         inst->n_buffered++;
         inst->n_buffered_bytes += len;
@@ -2021,9 +2000,7 @@ fec_decode_batch(struct fec_inst *inst, struct dp_packet_batch *batch,
             g->n_have_parity++;
             g->n_data = hdr->n_data;
             g->n_data_known = true;
-            if (!g->pkts[idx]) {
-                fec_drop(packet, out->may_steal);
-            }
+            fec_drop(packet, out->may_steal);
         } else {
             g->n_have_data++;
             dp_packet_resize_l2(packet, -(int) hlen);
@@ -2355,9 +2332,7 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
                       inst->n_timeouts_held);
     } else {
         ds_put_format(s, "  packets passed: %"PRIu64"\n", inst->n_packets);
-        ds_put_format(s, "  parity received: %"PRIu64" (%"PRIu64" kept "
-                      "without a copy)\n", inst->n_parity,
-                      inst->n_parity_kept);
+        ds_put_format(s, "  parity received: %"PRIu64"\n", inst->n_parity);
         ds_put_format(s, "  losses seen: %"PRIu64"\n", inst->n_losses);
         ds_put_format(s, "  packets rebuilt: %"PRIu64"\n", inst->n_rebuilt);
         ds_put_format(s, "  groups lost: %"PRIu64"\n", inst->n_groups_lost);
