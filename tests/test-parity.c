@@ -993,6 +993,60 @@ test_packets(void **state)
  * fec_encode and fec_decode gather their groups into.  Every other group
  * is written in place over stale bytes (gpu_parity_pkt_chunk_finish()),
  * as fec_encode writes them. */
+/* Fills 'G' groups of the coder's k random packets (up to 1,500 bytes,
+ * each group its own lengths, so its own chunk size; one in five empty
+ * where 'empties', as a short group's missing ones), laid side by side
+ * at 'off' with chunk sizes 'cs', and codes each alone into 'alone' (the
+ * oracle).  Returns the call's chunk size, the sum of 'cs'. */
+static size_t
+random_groups(struct rng *r, struct gpu_parity *pc, unsigned int G,
+              bool empties, uint8_t *pkts[][GPU_PARITY_MAX_CHUNKS],
+              size_t lens[][GPU_PARITY_MAX_CHUNKS], size_t *cs, size_t *off,
+              uint8_t *alone[][GPU_PARITY_MAX_CHUNKS])
+{
+    struct gpu_parity_config cfg;
+    size_t total = 0, got;
+
+    gpu_parity_get_config(pc, &cfg);
+    for (unsigned int g = 0; g < G; g++) {
+        size_t max_len = 0;
+
+        for (unsigned int i = 0; i < cfg.k; i++) {
+            lens[g][i] = (!empties || rng_below(r, 5)
+                          ? rng_below(r, 1 + rng_below(r, 1500)) : 0);
+            pkts[g][i] = malloc(lens[g][i] + 1);
+            fill_random(r, pkts[g][i], lens[g][i]);
+            max_len = lens[g][i] > max_len ? lens[g][i] : max_len;
+        }
+        cs[g] = gpu_parity_pkt_chunk_size(pc, max_len);
+        off[g] = total;
+        total += cs[g];
+        for (unsigned int j = 0; j < cfg.m; j++) {
+            alone[g][j] = malloc(cs[g]);
+        }
+        assert_int_equal(gpu_parity_pkt_encode(
+                             pc, (const uint8_t *const *) pkts[g], lens[g],
+                             alone[g], cs[g], &got), GPU_OK);
+        assert_int_equal(got, cs[g]);
+    }
+    return total;
+}
+
+/* A call's 'n' chunks of 'total' bytes in one pinned block (returned,
+ * for gpu_host_free()), at 'chunks', full of stale bytes. */
+static uint8_t *
+stale_chunks(unsigned int n, size_t total, uint8_t **chunks)
+{
+    uint8_t *mem = gpu_host_alloc(n * total);
+
+    assert_non_null(mem);
+    for (unsigned int i = 0; i < n; i++) {
+        chunks[i] = mem + (size_t) i * total;
+    }
+    memset(mem, 0x5a, n * total);
+    return mem;
+}
+
 static void
 test_groups_side_by_side(void **state)
 {
@@ -1012,42 +1066,16 @@ test_groups_side_by_side(void **state)
             uint8_t *alone[16][GPU_PARITY_MAX_CHUNKS];
             uint8_t *chunks[GPU_PARITY_MAX_CHUNKS];
             struct gpu_parity_batch *batch;
-            size_t total = 0, got;
+            size_t total = 0;
             int erasures[GPU_PARITY_MAX_CHUNKS];
             unsigned int n_erased = 0;
             uint8_t *mem;
 
-            for (unsigned int g = 0; g < G; g++) {
-                size_t max_len = 0;
-
-                for (unsigned int i = 0; i < k; i++) {
-                    /* Each group its own lengths, so its own chunk
-                     * size. */
-                    lens[g][i] = rng_below(&r, 1 + rng_below(&r, 1500));
-                    pkts[g][i] = malloc(lens[g][i] + 1);
-                    fill_random(&r, pkts[g][i], lens[g][i]);
-                    max_len = lens[g][i] > max_len ? lens[g][i] : max_len;
-                }
-                cs[g] = gpu_parity_pkt_chunk_size(pc, max_len);
-                off[g] = total;
-                total += cs[g];
-                for (unsigned int j = 0; j < m; j++) {
-                    alone[g][j] = malloc(cs[g]);
-                }
-                assert_int_equal(gpu_parity_pkt_encode(
-                                     pc, (const uint8_t *const *) pkts[g],
-                                     lens[g], alone[g], cs[g], &got),
-                                 GPU_OK);
-                assert_int_equal(got, cs[g]);
-            }
-            mem = gpu_host_alloc(n * total);
-            assert_non_null(mem);
-            for (unsigned int i = 0; i < n; i++) {
-                chunks[i] = mem + (size_t) i * total;
-            }
+            total = random_groups(&r, pc, G, false, pkts, lens, cs, off,
+                                  alone);
             /* Stale bytes where the chunks go, as in a reused call:
              * every group's padding must still code as zeros. */
-            memset(mem, 0x5a, n * total);
+            mem = stale_chunks(n, total, chunks);
             for (unsigned int g = 0; g < G; g++) {
                 for (unsigned int i = 0; i < k; i++) {
                     uint8_t *chunk = chunks[i] + off[g];
@@ -1159,40 +1187,15 @@ test_pkt_groups(void **state)
             uint8_t *dst[9 * 4], *heap = NULL, *dst_mem;
             struct gpu_parity_batch *batch;
             struct gpu_parity_stats st0, st1;
-            size_t total = 0, got, dst_used = 0;
+            size_t total = 0, dst_used = 0;
             uint8_t *mem;
 
-            for (unsigned int g = 0; g < G; g++) {
-                size_t max_len = 0;
-
-                for (unsigned int i = 0; i < k; i++) {
-                    /* Empty packets too: a short group's missing ones. */
-                    lens[g][i] = (rng_below(&r, 5)
-                                  ? rng_below(&r, 1 + rng_below(&r, 1500))
-                                  : 0);
-                    pkts[g][i] = malloc(lens[g][i] + 1);
-                    fill_random(&r, pkts[g][i], lens[g][i]);
-                    max_len = lens[g][i] > max_len ? lens[g][i] : max_len;
-                }
-                cs[g] = gpu_parity_pkt_chunk_size(pc, max_len);
-                off[g] = total;
-                total += cs[g];
-                for (unsigned int j = 0; j < m; j++) {
-                    alone[g][j] = malloc(cs[g]);
-                }
-                assert_int_equal(gpu_parity_pkt_encode(
-                                     pc, (const uint8_t *const *) pkts[g],
-                                     lens[g], alone[g], cs[g], &got),
-                                 GPU_OK);
-            }
-            mem = gpu_host_alloc(n * total);
-            assert_non_null(mem);
-            for (unsigned int i = 0; i < n; i++) {
-                chunks[i] = mem + (size_t) i * total;
-            }
-            /* Stale bytes everywhere: only the packets and their lengths
-             * are written, the coder must pad with zeros. */
-            memset(mem, 0x5a, n * total);
+            /* Empty packets too: a short group's missing ones. */
+            total = random_groups(&r, pc, G, true, pkts, lens, cs, off,
+                                  alone);
+            /* Only the packets and their lengths are written: the coder
+             * must pad with zeros. */
+            mem = stale_chunks(n, total, chunks);
             for (unsigned int g = 0; g < G; g++) {
                 for (unsigned int i = 0; i < k; i++) {
                     uint8_t *chunk = chunks[i] + off[g];
