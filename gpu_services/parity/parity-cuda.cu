@@ -587,8 +587,9 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
     }
     free(c->h_tables);
     free(c->seg_table);
+    gpu_host_free(c->pkt_table);
+    gpu_host_free(c->pkt_h_args);
     if (emulate) {
-        gpu_host_free(c->pkt_table);
         free(c->d_base);
         free(c->d_tables);
         free(c);
@@ -617,8 +618,6 @@ cuda_batch_uninit(struct gpu_parity_batch *b)
         cudaEventDestroy(c->done);
     }
     gpu_graph_destroy(&c->pkt_graph);
-    gpu_host_free(c->pkt_table);
-    gpu_host_free(c->pkt_h_args);
     cudaFree(c->pkt_d_args);
     cudaFree(c->pkt_tables);
     cudaFree(c->d_base);
@@ -1331,14 +1330,28 @@ pkt_dst_writable(const struct gpu_parity_batch *b)
     return true;
 }
 
-/* Fills the batch's pinned table of groups and destinations. */
+/* Fills the batch's pinned table of groups and destinations, and the
+ * kernels' arguments, in pinned memory of the batch's own (made at its
+ * first packet encode): the graph's first node copies them from there,
+ * and nothing is allocated a call. */
 static int
-pkt_table_fill(struct gpu_parity_batch *b)
+pkt_args_fill(struct gpu_parity_batch *b)
 {
     struct cuda_batch *c = cb(b);
-    unsigned int m = b->coder->cfg.m;
+    const struct gpu_parity_config *cfg = &b->coder->cfg;
+    unsigned int m = cfg->m;
+    uintptr_t align = 0;
+    struct pkt_args *a;
     size_t ofs = 0;
     uint8_t **dst;
+
+    if (!c->pkt_h_args) {
+        c->pkt_h_args = (struct pkt_graph_args *) gpu_host_alloc(
+            sizeof *c->pkt_h_args);
+        if (!c->pkt_h_args) {
+            return GPU_ERR_NOMEM;
+        }
+    }
 
     if (b->n_groups > c->pkt_cap) {
         size_t cap = b->n_groups * 2;
@@ -1362,6 +1375,20 @@ pkt_table_fill(struct gpu_parity_batch *b)
     if (b->has_dst) {
         memcpy(dst, b->dst, b->n_groups * m * sizeof *dst);
     }
+
+    a = &c->pkt_h_args->a;
+    for (unsigned int i = 0; i < cfg->k; i++) {
+        a->in[i] = b->in[i];
+        align |= (uintptr_t) b->in[i];
+    }
+    a->base = c->d_base;
+    a->stride = c->stride;
+    a->groups = c->pkt_table;
+    a->dst = dst;
+    a->n_groups = b->n_groups;
+    a->k = cfg->k;
+    a->m = m;
+    a->in_aligned = !(align & 7);
     return GPU_OK;
 }
 
@@ -1386,13 +1413,7 @@ pkt_graph_ready(struct gpu_parity_batch *b)
         return c->pkt_graph.exec && !c->pkt_graph.broken;
     }
     c->pkt_graph_tried = true;
-    c->pkt_h_args = (struct pkt_graph_args *) gpu_host_alloc(
-        sizeof *c->pkt_h_args);
-    error = c->pkt_h_args ? GPU_OK : GPU_ERR_NOMEM;
-    if (!error) {
-        error = CK(cudaMalloc((void **) &c->pkt_d_args,
-                              sizeof *c->pkt_d_args));
-    }
+    error = CK(cudaMalloc((void **) &c->pkt_d_args, sizeof *c->pkt_d_args));
     if (!error && p->code == GPU_PARITY_CODE_GF8) {
         error = CK(cudaMalloc((void **) &c->pkt_tables, tables));
         if (!error) {
@@ -1446,30 +1467,14 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
     struct cuda_batch *c = cb(b);
     const struct gpu_parity_config *cfg = &b->coder->cfg;
     size_t n_blocks = b->size / block_bytes(b->coder);
-    struct pkt_args *a;
-    uintptr_t align = 0;
+    const struct pkt_args *a;
     int error;
 
-    error = pkt_table_fill(b);
+    error = pkt_args_fill(b);
     if (error) {
         return error;
     }
-    a = (struct pkt_args *) calloc(1, sizeof *a);
-    if (!a) {
-        return GPU_ERR_NOMEM;
-    }
-    for (unsigned int i = 0; i < cfg->k; i++) {
-        a->in[i] = b->in[i];
-        align |= (uintptr_t) b->in[i];
-    }
-    a->base = c->d_base;
-    a->stride = c->stride;
-    a->groups = c->pkt_table;
-    a->dst = (uint8_t *const *) (c->pkt_table + c->pkt_cap);
-    a->n_groups = b->n_groups;
-    a->k = cfg->k;
-    a->m = cfg->m;
-    a->in_aligned = !(align & 7);
+    a = &c->pkt_h_args->a;
 
     bool readable = pkt_in_readable(b);
 
@@ -1479,11 +1484,9 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
         struct gpu_graph *g = &c->pkt_graph;
         uint64_t n_host_launches = g->n_host_launches;
 
-        c->pkt_h_args->a = *a;
         c->pkt_h_args->seq = gpu_graph_next_seq(g);
         error = gpu_graph_launch(g, st);
         c->n_calls += g->n_host_launches - n_host_launches;
-        free(a);
         return error;
     }
     if (readable) {
@@ -1504,7 +1507,6 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
     if (!error) {
         error = CK(xrecord(c, c->done, st));
     }
-    free(a);
     return error;
 }
 

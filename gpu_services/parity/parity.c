@@ -1172,19 +1172,17 @@ batch_start(struct gpu_parity_batch *b, struct gpu_stream *stream,
     return error;
 }
 
-int
-gpu_parity_encode_submit(struct gpu_parity_batch *b,
-                         struct gpu_stream *stream,
-                         const uint8_t *const *data, uint8_t *const *parity,
-                         size_t size)
+/* Sets up 'b' to encode 'size' bytes of every chunk of 'data' into
+ * 'parity' (refused, and counted, if a buffer is missing or the size
+ * unusable); the caller then starts it. */
+static int
+encode_setup(struct gpu_parity_batch *b, const uint8_t *const *data,
+             uint8_t *const *parity, size_t size)
 {
     struct gpu_parity *pc = b->coder;
     unsigned int i;
     int error;
 
-    if (b->busy) {
-        return GPU_ERR_BUSY;
-    }
     if (!data || !parity) {
         return refuse(pc, GPU_ERR_INVALID);
     }
@@ -1209,9 +1207,23 @@ gpu_parity_encode_submit(struct gpu_parity_batch *b,
     b->size = size;
     b->decode = false;
     b->pkt = false;
-    b->dst_in_place = false;
     b->counted = false;
-    return batch_start(b, stream, false);
+    return GPU_OK;
+}
+
+int
+gpu_parity_encode_submit(struct gpu_parity_batch *b,
+                         struct gpu_stream *stream,
+                         const uint8_t *const *data, uint8_t *const *parity,
+                         size_t size)
+{
+    int error;
+
+    if (b->busy) {
+        return GPU_ERR_BUSY;
+    }
+    error = encode_setup(b, data, parity, size);
+    return error ? error : batch_start(b, stream, false);
 }
 
 /* Sets up 'b' to rebuild the chunks flagged in 'want' given 'erased'. */
@@ -1255,7 +1267,6 @@ decode_setup(struct gpu_parity_batch *b, uint8_t *const *data,
     b->size = size;
     b->decode = true;
     b->pkt = false;
-    b->dst_in_place = false;
     b->counted = false;
     return GPU_OK;
 }
@@ -1386,7 +1397,6 @@ segments_setup(struct gpu_parity_batch *b, uint8_t *const *data,
     b->size = total;
     b->decode = true;
     b->pkt = false;
-    b->dst_in_place = false;
     b->counted = false;
     return GPU_OK;
 }
@@ -1728,18 +1738,8 @@ gpu_parity_pkt_encode_submit(struct gpu_parity_batch *b,
     if (b->busy) {
         return GPU_ERR_BUSY;
     }
-    if (!data || !parity || !group_sizes || !n_groups) {
+    if (!group_sizes || !n_groups) {
         return refuse(pc, GPU_ERR_INVALID);
-    }
-    for (i = 0; i < k; i++) {
-        if (!data[i]) {
-            return refuse(pc, GPU_ERR_INVALID);
-        }
-    }
-    for (i = 0; i < m; i++) {
-        if (!parity[i]) {
-            return refuse(pc, GPU_ERR_INVALID);
-        }
     }
     for (size_t g = 0; g < n_groups; g++) {
         size_t size = group_sizes[g];
@@ -1748,6 +1748,10 @@ gpu_parity_pkt_encode_submit(struct gpu_parity_batch *b,
             return refuse(pc, GPU_PARITY_ERR_SIZE);
         }
         total += size;
+    }
+    error = encode_setup(b, (const uint8_t *const *) data, parity, total);
+    if (error) {
+        return error;
     }
     /* The lengths, so that no padding starts past its chunk. */
     for (size_t g = 0; g < n_groups; g++) {
@@ -1771,21 +1775,10 @@ gpu_parity_pkt_encode_submit(struct gpu_parity_batch *b,
     if (parity_dst) {
         memcpy(b->dst, parity_dst, n_groups * m * sizeof *parity_dst);
     }
-    for (i = 0; i < k; i++) {
-        b->in[i] = data[i];
-    }
-    for (i = 0; i < m; i++) {
-        b->out[i] = parity[i];
-    }
-    batch_release_plans(b);
-    b->plan = &pc->encode;
-    b->size = total;
-    b->decode = false;
     b->pkt = true;
     b->n_groups = n_groups;
     b->has_dst = parity_dst != NULL;
     b->dst_in_place = false;
-    b->counted = false;
     return batch_start(b, stream, false);
 }
 
