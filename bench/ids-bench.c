@@ -327,7 +327,8 @@ usage(void)
 {
     fprintf(stderr, "usage: ids-bench [--rules FILE] [--packets N] "
             "[--batch N] [--match F] [--seed S] [--iters N] [--threads N] "
-            "[--chunk N] [--min-anchor N] [--strict]\n");
+            "[--chunk N] [--min-anchor N] [--strict] "
+            "[--latency N[,N...]] [--device-launch]\n");
     return 2;
 }
 
@@ -365,6 +366,9 @@ e2e_passes(const struct traffic *t, size_t batch, int passes,
  * bench/cuda-call-cost.cu) and the wall time of gpu_ids_submit() and of
  * the round trip, with the batch's own buffers (one copy each way) or
  * the caller's.  Returns false if a submission failed. */
+/* --device-launch: submit_cost()'s graphs launched by the device. */
+static bool device_launch;
+
 static bool
 submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
             size_t n, bool own, bool kernel_by_kernel)
@@ -384,6 +388,7 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     gpu_ids_matcher_config_init(&cfg);
     cfg.backend = GPU_IDS_BACKEND_CUDA;
     cfg.kernel_by_kernel = kernel_by_kernel;
+    cfg.device_launch = device_launch;
     v = gpu_host_alloc(n * sizeof *v);
     if (!v || gpu_ids_matcher_create(rs, &cfg, &m)) {
         return false;
@@ -431,6 +436,72 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     return true;
 }
 
+/* Where the round trip of one submission of 'n' packets goes, kernel by
+ * kernel with profiling events: the scan (from the first event, after
+ * the input is on the device), the confirm kernel, the rules kernel, and
+ * the rest of the wall time (copies, memsets, the verdict kernel, launch
+ * and synchronisation gaps).  Returns false if a submission failed. */
+static bool
+submit_split(const struct gpu_ids_ruleset *rs, const struct traffic *t,
+             size_t n)
+{
+    struct gpu_ids_matcher_config cfg;
+    struct gpu_ids_matcher_stats before, after;
+    struct gpu_ids_batch_buffers bufs;
+    struct gpu_ids_matcher *m;
+    struct gpu_ids_batch *b;
+    const int rounds = 500, warm = 20;
+    double start = 0;
+    size_t bytes;
+
+    n = n < t->n ? n : t->n;
+    bytes = t->offsets[n] - t->offsets[0];
+    gpu_ids_matcher_config_init(&cfg);
+    cfg.backend = GPU_IDS_BACKEND_CUDA;
+    cfg.kernel_by_kernel = true;
+    cfg.profile = true;
+    if (gpu_ids_matcher_create(rs, &cfg, &m)) {
+        return false;
+    }
+    if (gpu_ids_batch_create(m, n, bytes, &b)
+        || gpu_ids_batch_buffers(b, &bufs)) {
+        gpu_ids_matcher_destroy(m);
+        return false;
+    }
+    memcpy(bufs.data, t->data + t->offsets[0], bytes);
+    for (size_t i = 0; i <= n; i++) {
+        bufs.offsets[i] = t->offsets[i] - t->offsets[0];
+    }
+    memcpy(bufs.hdrs, t->hdrs, n * sizeof *bufs.hdrs);
+    for (int r = 0; r < warm + rounds; r++) {
+        if (r == warm) {
+            gpu_ids_matcher_get_stats(m, &before);
+            start = now();
+        }
+        if (gpu_ids_submit(b, NULL, bufs.data, bufs.offsets, bufs.hdrs, n,
+                           bufs.verdicts)) {
+            fprintf(stderr, "ids-bench: submit failed\n");
+            return false;
+        }
+        gpu_ids_wait(b);
+    }
+    double wall_us = (now() - start) * 1e6 / rounds;
+    gpu_ids_matcher_get_stats(m, &after);
+    double scan_us = (after.scan_ns - before.scan_ns) * 1e-3 / rounds;
+    double confirm_us = (after.confirm_ns - before.confirm_ns) * 1e-3
+                        / rounds;
+    double check_us = (after.check_ns - before.check_ns) * 1e-3 / rounds;
+    printf("%5zu packets (%7zu B), kernel by kernel: round trip %7.1f us; "
+           "scan %6.1f, confirm %6.1f, rules %6.1f, rest %6.1f us; "
+           "%.1f hits a packet\n", n, bytes, wall_us, scan_us, confirm_us,
+           check_us - confirm_us, wall_us - scan_us - check_us,
+           (double) (after.n_hits - before.n_hits)
+           / (after.n_packets - before.n_packets));
+    gpu_ids_batch_destroy(b);
+    gpu_ids_matcher_destroy(m);
+    return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -444,6 +515,7 @@ main(int argc, char **argv)
     uint32_t chunk = 64;          /* The library's default. */
     size_t min_anchor = 4;
     bool strict = false;
+    char *latency = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -451,6 +523,10 @@ main(int argc, char **argv)
 
         if (!strcmp(a, "--strict")) {
             strict = true;
+            continue;
+        }
+        if (!strcmp(a, "--device-launch")) {
+            device_launch = true;
             continue;
         }
         if (!v) {
@@ -475,6 +551,8 @@ main(int argc, char **argv)
             chunk = atoi(v);
         } else if (!strcmp(a, "--min-anchor")) {
             min_anchor = atoi(v);
+        } else if (!strcmp(a, "--latency")) {
+            latency = strdup(v);
         } else {
             return usage();
         }
@@ -572,6 +650,31 @@ main(int argc, char **argv)
            "64 B, %.0f%% >= 1400 B, %zu with a rule planted (seed %"
            PRIu64 ")\n", t.n, t.bytes / 1e6, (double) t.bytes / t.n,
            100.0 * n64 / t.n, 100.0 * nbig / t.n, n_planted, seed);
+
+    if (latency) {
+        /* Only the small submissions a switch makes: each size's round
+         * trip as one graph, then split kernel by kernel. */
+        char *save = NULL;
+
+        if (!cuda) {
+            printf("(CUDA: no device or no CUDA build)\n");
+            return 0;
+        }
+        printf("\nround trip of one submission (CUDA, remap, mean of "
+               "rounds):\n%-48s %11s %11s %11s\n", "batch", "calls",
+               "submit", "round trip");
+        for (char *tok = strtok_r(latency, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            size_t n = strtoull(tok, NULL, 0);
+
+            if (!n || !submit_cost(rs, &t, n, true, false)
+                || !submit_split(rs, &t, n)) {
+                return 1;
+            }
+        }
+        free(latency);
+        return 0;
+    }
 
     /* CPU backend, one core: the reference verdicts too. */
     struct gpu_ids_matcher_config cfg;

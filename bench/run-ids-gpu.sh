@@ -3,7 +3,10 @@
 # tree needed), runs its tests on the CUDA backend and the benchmark, and
 # leaves logs under $OUT.
 #
-#   bench/run-ids-gpu.sh [tests|bench|all]...   (default: all)
+#   bench/run-ids-gpu.sh [tests|bench|latency|all]...   (default: all)
+#
+# latency: the round trip of one small submission (as a switch's gathers
+# are), as one graph and split kernel by kernel.
 #
 # The device machine has no cmocka or Hyperscan: they come from unpacked
 # Debian packages the caller carries, cmocka in .devdeps/root (libcmocka0,
@@ -34,11 +37,13 @@ log "$(nproc) CPU cores: $(grep -m1 'model name' /proc/cpuinfo)"
 
 printf '#define HAVE_CUDA 1\n#define HAVE_HYPERSCAN 1\n' > "$B/config.h"
 scripts/unpack-data.sh "$B/data"
-CFLAGS="-O2 -g -std=gnu11 -Wall -I$B -I. -I$CUDA/include -I$CM/usr/include \
+# EXTRA_CFLAGS: for both compilers, e.g. -DGPU_IDS_AC_MAX_DEPTH=16.
+EXTRA_CFLAGS=${EXTRA_CFLAGS:-}
+CFLAGS="-O2 -g -std=gnu11 -Wall $EXTRA_CFLAGS -I$B -I. -I$CUDA/include -I$CM/usr/include \
  -I$HS/usr/include/hs -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 build() {
     set -e
-    $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC -I"$B" -I. \
+    $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC $EXTRA_CFLAGS -I"$B" -I. \
         -DHAVE_CONFIG_H --resource-usage -c gpu_services/ids/ids-cuda.cu \
         -o "$B/ids-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     for f in gpu_services/ids/ids.c gpu_services/ids/ids-rules.c \
@@ -86,6 +91,14 @@ for step in $steps; do
                 --threads 1 --chunk $c 2>&1 | grep -E "remap|command" \
                 | tee -a "$OUT/bench-chunks.log"
         done
+        ;;&
+    latency|all)
+        log "small submissions' round trip"
+        cmd="$B/ids-bench --packets 16384 --latency 32,256,1024"
+        echo "$cmd" >> "$OUT/summary.txt"
+        timeout 120 $cmd > "$OUT/latency.log" 2>&1
+        log "ids-bench --latency exit $?"
+        grep -E "graph|kernel by" "$OUT/latency.log"
         ;;
     esac
 done

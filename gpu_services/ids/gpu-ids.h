@@ -88,7 +88,9 @@ extern "C" {
 /* The automaton holds at most this many leading bytes of each pattern;
  * hits are confirmed against the whole pattern.  It bounds the overlap
  * between chunks of a long packet scanned by different GPU threads. */
+#ifndef GPU_IDS_AC_MAX_DEPTH
 #define GPU_IDS_AC_MAX_DEPTH 32
+#endif
 
 /* Most contents in one rule; rules with more are skipped
  * (GPU_IDS_SKIP_TOO_MANY). */

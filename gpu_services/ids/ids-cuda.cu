@@ -95,10 +95,17 @@ ids_warp_first(Pred pred)
 #define MIN_HITS 65536
 #define MAX_HITS (1u << 24)
 /* Below this many scan items a batch leaves most of the GPU idle, and a
- * thread's chain of dependent table loads (its chunk plus the warm-up)
- * is the batch's latency: chunks are halved, down to 16 bytes, until
- * there are this many.  A switch's batches of 32 packets are ~20 kB. */
+ * thread's chain of dependent table loads (its chunk plus the warm-up of
+ * up to GPU_IDS_AC_MAX_DEPTH - 1 bytes) is the batch's latency: chunks
+ * are halved, down to MIN_SCAN_CHUNK bytes, until there are this many.
+ * A switch's gathers of 32 to 1,024 packets are ~20 to 640 kB.  8 rather
+ * than 16 took ~3 us off the scan of such a gather on the H200 (19.8 ->
+ * 17.0 us at 32 packets; docs/IDS-NOTES.md, "A small scan's round
+ * trip"); the warm-up is then most of a thread's chain. */
 #define MIN_SCAN_ITEMS 32768
+#ifndef MIN_SCAN_CHUNK
+#define MIN_SCAN_CHUNK 8
+#endif
 /* Grid of the check kernels, which stride over lists whose lengths only
  * the device knows: one full wave of 256-thread blocks on an H100 (132
  * SMs x 8), in round figures. */
@@ -739,7 +746,8 @@ scan_chunk(const struct gpu_ids_batch *b, size_t n_bytes)
 {
     uint32_t chunk = b->m->cfg.chunk_bytes;
 
-    while (chunk >= 32 && n_bytes / chunk < MIN_SCAN_ITEMS) {
+    while (chunk >= 2 * MIN_SCAN_CHUNK
+           && n_bytes / chunk < MIN_SCAN_ITEMS) {
         chunk /= 2;
     }
     return chunk;
