@@ -130,6 +130,11 @@
 # attached to a switch using the CUDA backend, stopped it after 11
 # samples on the H100 machine (2026-11-27): use gdb where there is one.
 #
+# BENCH_IDS_SLOW=US in the environment: no gpu_ids scan is seen done
+# sooner than US microseconds after its submission (gpu/inject-fault
+# ids-slow): with US past the scan's own round trip, what a longer round
+# trip costs the PMD (held packets wait longer, scans gather more).
+#
 # BENCH_IDS_ALERT_HOLD=1 in the environment: alert-mode gpu_ids holds
 # its batches for their scan as drop mode does (gpu/inject-fault
 # ids-alert-hold, an experiment: the device then reads the payloads in
@@ -598,6 +603,9 @@ start_row() {
     esac
     if test -n "${BENCH_PKT_HEAP:-}"; then
         ovs-appctl gpu/inject-fault pkt-heap $BENCH_PKT_HEAP >/dev/null
+    fi
+    if test -n "${BENCH_IDS_SLOW:-}"; then
+        ovs-appctl gpu/inject-fault ids-slow $BENCH_IDS_SLOW >/dev/null
     fi
     if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
         ovs-appctl gpu/inject-fault ids-alert-hold \
