@@ -198,6 +198,9 @@ static const struct {
                                   "for their scan: %d" },
     [GPU_KNOB_RE_COPY] = { "re-copy",
                            "re_encode copies every gathered payload: %d" },
+    [GPU_KNOB_IDS_NULL_SCAN] = { "ids-null-scan",
+                                 "gpu_ids scans nothing, every gathered "
+                                 "packet passes: %d" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -337,7 +340,7 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
                                         "fec-loss PPM | index-query-slow "
                                         "MS | pkt-heap N | "
                                         "ids-alert-hold 0|1 | "
-                                        "re-copy 0|1");
+                                        "re-copy 0|1 | ids-null-scan 0|1");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);

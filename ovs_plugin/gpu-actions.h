@@ -253,7 +253,14 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *
  *   re-copy 1: re_encode copies every gathered payload into its pinned
  *   gather, as it did before the chunker read them in place, so that a
- *   benchmark can measure both ways in one switch; 0 stops it. */
+ *   benchmark can measure both ways in one switch; 0 stops it.
+ *
+ *   ids-null-scan 1: gpu_ids gathers and holds as ever but never scans:
+ *   every gathered packet matches nothing, its scan done when polled
+ *   (with ids-slow, no sooner than that), so that a benchmark can tell
+ *   what holding and gathering cost the datapath thread from what the
+ *   device's calls do; 0 stops it.  Never on a switch that needs its
+ *   verdicts. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
@@ -263,6 +270,7 @@ enum gpu_service_knob {
     GPU_KNOB_PKT_HEAP,
     GPU_KNOB_IDS_ALERT_HOLD,
     GPU_KNOB_RE_COPY,
+    GPU_KNOB_IDS_NULL_SCAN,
     GPU_KNOB_N
 };
 

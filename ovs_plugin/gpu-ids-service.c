@@ -568,6 +568,8 @@ struct ids_gather {
      * the scan, so their mbufs cannot be reused before it. */
     const uint8_t *srcs[IDS_GATHER_PACKETS];
     size_t n_in_place;
+    bool null_scan;             /* Started with "ids-null-scan": no device
+                                 * call to poll or wait for. */
     size_t n;
     uint64_t n_payload_bytes;       /* Of the packets parsed here. */
     size_t n_dropping;              /* Packets of held batches (drop
@@ -780,11 +782,24 @@ ids_gather_is_empty(const void *g_)
     return !g->n;
 }
 
+/* True while "gpu/inject-fault ids-null-scan 1" has the gathers scanned
+ * by nobody (gpu-actions.h). */
+static bool
+ids_null_scan(void)
+{
+    return OVS_UNLIKELY(gpu_service_test_knob(GPU_KNOB_IDS_NULL_SCAN));
+}
+
 static int
 ids_gather_start(void *g_)
 {
     struct ids_gather *g = g_;
 
+    g->null_scan = ids_null_scan();
+    if (g->null_scan) {
+        memset(g->verdicts, 0, g->n * sizeof *g->verdicts);
+        return 0;
+    }
     return gpu_ids_submit_in_place(g->batch, NULL, g->data, g->offsets,
                                    g->n_in_place ? g->srcs : NULL, g->hdrs,
                                    g->n, g->verdicts);
@@ -795,7 +810,7 @@ ids_gather_poll(void *g_)
 {
     struct ids_gather *g = g_;
 
-    return gpu_ids_poll(g->batch);
+    return g->null_scan ? 0 : gpu_ids_poll(g->batch);
 }
 
 static int
@@ -803,7 +818,7 @@ ids_gather_wait(void *g_)
 {
     struct ids_gather *g = g_;
 
-    return gpu_ids_wait(g->batch);
+    return g->null_scan ? 0 : gpu_ids_wait(g->batch);
 }
 
 static const struct gpu_service_gather_ops ids_gather_ops = {

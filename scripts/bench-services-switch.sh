@@ -135,6 +135,12 @@
 # ids-slow): with US past the scan's own round trip, what a longer round
 # trip costs the PMD (held packets wait longer, scans gather more).
 #
+# BENCH_IDS_NULL_SCAN=1 in the environment: gpu_ids gathers and holds
+# but scans nothing (gpu/inject-fault ids-null-scan; with BENCH_IDS_SLOW
+# its held packets wait as long as a scan would): what holding and
+# gathering cost the PMD without the device's calls.  --check then wants
+# no match.
+#
 # BENCH_IDS_ALERT_HOLD=1 in the environment: alert-mode gpu_ids holds
 # its batches for their scan as drop mode does (gpu/inject-fault
 # ids-alert-hold, an experiment: the device then reads the payloads in
@@ -402,7 +408,11 @@ check_row() {
                 && why="frames out are not the input's" ;;
         ids-*)
             echo "$3" | grep -q ' errors 0' || why="gpu_ids errors"
-            if test $1 = ids-drop; then
+            if test -n "${BENCH_IDS_NULL_SCAN:-}" && test $2 != none; then
+                # Nothing scanned: nothing may match or be dropped.
+                echo "$3" | awk '{ exit !($2 == 0 && $4 == 0) }' \
+                    || why="$why, matches without a scan"
+            elif test $1 = ids-drop; then
                 echo "$3" | awk '{ exit !($2 == $4 && $2 > 0) }' \
                     || why="$why, drops are not the matches"
             fi ;;
@@ -606,6 +616,10 @@ start_row() {
     fi
     if test -n "${BENCH_IDS_SLOW:-}"; then
         ovs-appctl gpu/inject-fault ids-slow $BENCH_IDS_SLOW >/dev/null
+    fi
+    if test -n "${BENCH_IDS_NULL_SCAN:-}"; then
+        ovs-appctl gpu/inject-fault ids-null-scan $BENCH_IDS_NULL_SCAN \
+            >/dev/null
     fi
     if test -n "${BENCH_IDS_ALERT_HOLD:-}"; then
         ovs-appctl gpu/inject-fault ids-alert-hold \
