@@ -264,10 +264,11 @@ struct gpu_ids_matcher_config {
      * scheduler kernel that launches it from the device (gpu-runtime.h,
      * "Device launch"; at most GPU_GRAPH_MAX_SCHEDULERS batches of a
      * process get one, the others launch from the host).  Off by
-     * default: in the switch it was no faster, with 1, 2 or 4 PMDs
-     * (docs/PERFORMANCE.md, seventeenth session), and its scheduler
-     * makes calls that synchronize the device wait up to
-     * GPU_GRAPH_LIFE_NS. */
+     * default here, since its scheduler makes calls that synchronize
+     * the device wait up to GPU_GRAPH_LIFE_NS; the switch's rulesets
+     * turn it on (launch=device, their default: 30-70 ns a packet less
+     * for drop mode's PMD, docs/PERFORMANCE.md, twenty-fourth
+     * session). */
     bool device_launch;
 };
 
