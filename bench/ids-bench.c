@@ -366,6 +366,36 @@ e2e_passes(const struct traffic *t, size_t batch, int passes,
  * bench/cuda-call-cost.cu) and the wall time of gpu_ids_submit() and of
  * the round trip, with the batch's own buffers (one copy each way) or
  * the caller's.  Returns false if a submission failed. */
+/* A matcher with 'cfg' and a batch of the first 'n' packets of 't' (at
+ * most t->n: '*n' is set to what was taken), its own buffers filled with
+ * them, for the submission tables below.  Returns false on failure. */
+static bool
+small_batch_create(const struct gpu_ids_ruleset *rs,
+                   const struct traffic *t, size_t *n,
+                   const struct gpu_ids_matcher_config *cfg,
+                   struct gpu_ids_matcher **m, struct gpu_ids_batch **b,
+                   struct gpu_ids_batch_buffers *bufs)
+{
+    size_t bytes;
+
+    *n = *n < t->n ? *n : t->n;
+    bytes = t->offsets[*n] - t->offsets[0];
+    if (gpu_ids_matcher_create(rs, cfg, m)) {
+        return false;
+    }
+    if (gpu_ids_batch_create(*m, *n, bytes, b)
+        || gpu_ids_batch_buffers(*b, bufs)) {
+        gpu_ids_matcher_destroy(*m);
+        return false;
+    }
+    memcpy(bufs->data, t->data + t->offsets[0], bytes);
+    for (size_t i = 0; i <= *n; i++) {
+        bufs->offsets[i] = t->offsets[i] - t->offsets[0];
+    }
+    memcpy(bufs->hdrs, t->hdrs, *n * sizeof *bufs->hdrs);
+    return true;
+}
+
 /* --device-launch: submit_cost()'s graphs launched by the device. */
 static bool device_launch;
 
@@ -379,30 +409,22 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     struct gpu_ids_matcher *m;
     struct gpu_ids_batch *b;
     struct gpu_ids_verdict *v;
-    size_t bytes;
     const int rounds = 2000, warm = 20;
     double submit_s = 0, start = 0;
 
-    n = n < t->n ? n : t->n;
-    bytes = t->offsets[n] - t->offsets[0];
     gpu_ids_matcher_config_init(&cfg);
     cfg.backend = GPU_IDS_BACKEND_CUDA;
     cfg.kernel_by_kernel = kernel_by_kernel;
     cfg.device_launch = device_launch;
-    v = gpu_host_alloc(n * sizeof *v);
-    if (!v || gpu_ids_matcher_create(rs, &cfg, &m)) {
+    if (!small_batch_create(rs, t, &n, &cfg, &m, &b, &bufs)) {
         return false;
     }
-    if (gpu_ids_batch_create(m, n, bytes, &b)
-        || gpu_ids_batch_buffers(b, &bufs)) {
+    v = gpu_host_alloc(n * sizeof *v);
+    if (!v) {
+        gpu_ids_batch_destroy(b);
         gpu_ids_matcher_destroy(m);
         return false;
     }
-    memcpy(bufs.data, t->data + t->offsets[0], bytes);
-    for (size_t i = 0; i <= n; i++) {
-        bufs.offsets[i] = t->offsets[i] - t->offsets[0];
-    }
-    memcpy(bufs.hdrs, t->hdrs, n * sizeof *bufs.hdrs);
     for (int r = 0; r < warm + rounds; r++) {
         double t0;
 
@@ -424,7 +446,7 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     double wall = now() - start;
     gpu_ids_matcher_get_stats(m, &after);
     printf("%5zu packets (%7zu B), %-22s %11.2f %8.1f us %8.1f us\n",
-           n, bytes,
+           n, (size_t) (t->offsets[n] - t->offsets[0]),
            !own ? "caller's buffers"
            : kernel_by_kernel ? "own, kernel by kernel" : "own, graph",
            (double) (after.n_runtime_calls - before.n_runtime_calls)
@@ -452,27 +474,14 @@ submit_split(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     struct gpu_ids_batch *b;
     const int rounds = 500, warm = 20;
     double start = 0;
-    size_t bytes;
 
-    n = n < t->n ? n : t->n;
-    bytes = t->offsets[n] - t->offsets[0];
     gpu_ids_matcher_config_init(&cfg);
     cfg.backend = GPU_IDS_BACKEND_CUDA;
     cfg.kernel_by_kernel = true;
     cfg.profile = true;
-    if (gpu_ids_matcher_create(rs, &cfg, &m)) {
+    if (!small_batch_create(rs, t, &n, &cfg, &m, &b, &bufs)) {
         return false;
     }
-    if (gpu_ids_batch_create(m, n, bytes, &b)
-        || gpu_ids_batch_buffers(b, &bufs)) {
-        gpu_ids_matcher_destroy(m);
-        return false;
-    }
-    memcpy(bufs.data, t->data + t->offsets[0], bytes);
-    for (size_t i = 0; i <= n; i++) {
-        bufs.offsets[i] = t->offsets[i] - t->offsets[0];
-    }
-    memcpy(bufs.hdrs, t->hdrs, n * sizeof *bufs.hdrs);
     for (int r = 0; r < warm + rounds; r++) {
         if (r == warm) {
             gpu_ids_matcher_get_stats(m, &before);
@@ -493,8 +502,9 @@ submit_split(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     double check_us = (after.check_ns - before.check_ns) * 1e-3 / rounds;
     printf("%5zu packets (%7zu B), kernel by kernel: round trip %7.1f us; "
            "scan %6.1f, confirm %6.1f, rules %6.1f, rest %6.1f us; "
-           "%.1f hits a packet\n", n, bytes, wall_us, scan_us, confirm_us,
-           check_us - confirm_us, wall_us - scan_us - check_us,
+           "%.1f hits a packet\n", n,
+           (size_t) (t->offsets[n] - t->offsets[0]), wall_us, scan_us,
+           confirm_us, check_us - confirm_us, wall_us - scan_us - check_us,
            (double) (after.n_hits - before.n_hits)
            / (after.n_packets - before.n_packets));
     gpu_ids_batch_destroy(b);

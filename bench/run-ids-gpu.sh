@@ -39,11 +39,13 @@ printf '#define HAVE_CUDA 1\n#define HAVE_HYPERSCAN 1\n' > "$B/config.h"
 scripts/unpack-data.sh "$B/data"
 # EXTRA_CFLAGS: for both compilers, e.g. -DGPU_IDS_AC_MAX_DEPTH=16.
 EXTRA_CFLAGS=${EXTRA_CFLAGS:-}
-CFLAGS="-O2 -g -std=gnu11 -Wall $EXTRA_CFLAGS -I$B -I. -I$CUDA/include -I$CM/usr/include \
+CFLAGS="-O2 -g -std=gnu11 -Wall $EXTRA_CFLAGS -I$B -I. -I$CUDA/include \
+ -I$CM/usr/include \
  -I$HS/usr/include/hs -DOVSGPU_DEFAULT_DATA=\"$B/data\""
 build() {
     set -e
-    $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC $EXTRA_CFLAGS -I"$B" -I. \
+    $NVCC -arch=sm_90 -O3 -std=c++17 -Xcompiler -fPIC $EXTRA_CFLAGS \
+        -I"$B" -I. \
         -DHAVE_CONFIG_H --resource-usage -c gpu_services/ids/ids-cuda.cu \
         -o "$B/ids-cuda.o" 2> "$OUT/nvcc-resource-usage.txt"
     for f in gpu_services/ids/ids.c gpu_services/ids/ids-rules.c \
