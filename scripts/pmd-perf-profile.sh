@@ -12,7 +12,10 @@
 # The hardware cycles event where there is a PMU, else the cpu-clock
 # software event (virtual machines often have none).  As root, the
 # kernel's perf_event_paranoid and kptr_restrict are opened up for the
-# run (kernel symbols), and set back after.
+# run (kernel symbols), and set back after.  PERF_ROWS=N in the
+# environment: N rows of each view instead of 40.  PERF_DATA=FILE: the
+# recording is kept in FILE.1 (FILE.2 if that exists, and so on), for
+# perf report -i with its call chains.
 #
 # Call chains come from a copy of the stack's top 8 KiB with each sample,
 # walked with the unwind tables (perf's --call-graph dwarf): OVS and
@@ -58,6 +61,13 @@ cleanup() {
     for r in $restore; do
         echo "${r#*:}" > "${r%:*}" 2>/dev/null
     done
+    if test -n "${PERF_DATA:-}" && test -f "$tmp/perf.data"; then
+        local n=1
+        while test -e "$PERF_DATA.$n"; do
+            n=$((n + 1))
+        done
+        cp "$tmp/perf.data" "$PERF_DATA.$n"
+    fi
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -77,8 +87,9 @@ if test -z "$event"; then
     exit 1
 fi
 
-# The report's first 40 rows by self share, then by inclusive share,
-# without its header and call chains.
+# The report's first PERF_ROWS (default 40) rows by self share, then by
+# inclusive share, without its header and call chains.
+rows=${PERF_ROWS:-40}
 for view in no-children children; do
     fields=overhead,dso,sym
     test $view = children && fields=overhead_children,$fields
@@ -89,6 +100,6 @@ echo "perf: threads $tids matching \"$match\";" \
     "$(sed -n 's/^# Samples: *\(.*\)/\1/p' "$tmp/children.txt") in" \
     "$seconds s; call chains $PERF_CALL_GRAPH"
 echo "self:"
-grep -v -e '^#' -e '^ *$' "$tmp/no-children.txt" | head -40
+grep -v -e '^#' -e '^ *$' "$tmp/no-children.txt" | head -"$rows"
 echo "inclusive, self:"
-grep -v -e '^#' -e '^ *$' "$tmp/children.txt" | head -40
+grep -v -e '^#' -e '^ *$' "$tmp/children.txt" | head -"$rows"
