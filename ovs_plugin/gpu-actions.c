@@ -432,8 +432,14 @@ gpu_service_held_init(struct gpu_service_held *h,
     h->ready = false;
     h->packets = *packets;
     h->dp = next->dp;
-    h->actions = next->actions_len
-                 ? xmemdup(next->actions, next->actions_len) : NULL;
+    if (next->actions_len > h->actions_size) {
+        free(h->actions);
+        h->actions = xmalloc(next->actions_len);
+        h->actions_size = next->actions_len;
+    }
+    if (next->actions_len) {
+        memcpy(h->actions, next->actions, next->actions_len);
+    }
     h->actions_len = next->actions_len;
     h->has_flow = next->flow != NULL;
     if (next->flow) {
@@ -446,6 +452,7 @@ gpu_service_held_uninit(struct gpu_service_held *h)
 {
     free(h->actions);
     h->actions = NULL;
+    h->actions_size = 0;
 }
 
 /* Sends what 'h' holds on along its saved actions through 'emitter'
@@ -549,9 +556,40 @@ void
 gpu_service_holder_init(struct gpu_service_holder *ho,
                         const struct gpu_service_holder_class *class)
 {
+    ovs_assert(class->held_size >= sizeof(struct gpu_service_held));
     ho->class = class;
     ovs_list_init(&ho->held);
     ho->releasing = false;
+    ovs_list_init(&ho->spares);
+    ho->n_spares = 0;
+}
+
+/* Held batches a holder keeps for reuse: two gathers' worth of datapath
+ * batches, as many as are held at once at full load. */
+#define HOLDER_MAX_SPARES 64
+
+struct gpu_service_held *
+gpu_service_holder_new_held(struct gpu_service_holder *ho)
+{
+    if (!ovs_list_is_empty(&ho->spares)) {
+        ho->n_spares--;
+        return CONTAINER_OF(ovs_list_pop_front(&ho->spares),
+                            struct gpu_service_held, node);
+    }
+    /* Zeroed: no actions buffer yet. */
+    return xzalloc(ho->class->held_size);
+}
+
+void
+gpu_service_holder_recycle(struct gpu_service_holder *ho,
+                           struct gpu_service_held *h)
+{
+    if (ho->n_spares < HOLDER_MAX_SPARES) {
+        ovs_list_push_front(&ho->spares, &h->node);
+        ho->n_spares++;
+    } else {
+        ho->class->free(h);
+    }
 }
 
 void
@@ -602,7 +640,7 @@ gpu_service_holder_release(struct gpu_service_holder *ho,
             ho->class->prepare(h);
         }
         held_send(h, emitter, ho->class->name);
-        ho->class->free(h);
+        gpu_service_holder_recycle(ho, h);
     }
     ho->releasing = false;
 }
@@ -620,6 +658,10 @@ gpu_service_holder_destroy(struct gpu_service_holder *ho)
         dp_packet_delete_batch(&h->packets, true);
         ho->class->free(h);
     }
+    LIST_FOR_EACH_POP (h, node, &ho->spares) {
+        ho->class->free(h);
+    }
+    ho->n_spares = 0;
     if (n_lost) {
         VLOG_WARN_RL(&rl, "%s: thread exited with %"PRIuSIZE" held "
                      "packets; dropped", ho->class->name, n_lost);

@@ -340,12 +340,14 @@ struct gpu_service_held {
     const void *dp;
     struct nlattr *actions;
     size_t actions_len;
+    size_t actions_size;            /* Allocated for 'actions', kept when
+                                     * the held batch is reused. */
     bool has_flow;
     struct flow flow;
 };
 
-/* Makes 'h' hold 'packets' (which the caller empties), to go on along a
- * copy of 'next'. */
+/* Makes 'h' (from gpu_service_holder_new_held()) hold 'packets' (which
+ * the caller empties), to go on along a copy of 'next'. */
 void gpu_service_held_init(struct gpu_service_held *h,
                            const struct dp_packet_batch *packets,
                            const struct gpu_service_next *next);
@@ -390,6 +392,9 @@ void gpu_service_gathers_submit(struct gpu_service_gathers *);
 
 struct gpu_service_holder_class {
     const char *name;               /* The service, for log lines. */
+    /* The size of the service's held batch, a struct that begins with
+     * its struct gpu_service_held. */
+    size_t held_size;
     /* Optional: applies ready batch 'h''s verdicts to its packets (drops
      * some) before the holder sends the rest on along its saved
      * actions. */
@@ -404,10 +409,24 @@ struct gpu_service_holder {
     const struct gpu_service_holder_class *class;
     struct ovs_list held;           /* struct gpu_service_held's 'node'. */
     bool releasing;                 /* In gpu_service_holder_release(). */
+
+    /* Held batches sent on, to be reused: a held batch is ~1 kB (its
+     * flow), past what the allocator's per-thread cache keeps, and one
+     * was allocated and freed for every datapath batch. */
+    struct ovs_list spares;         /* struct gpu_service_held's 'node'. */
+    size_t n_spares;
 };
 
 void gpu_service_holder_init(struct gpu_service_holder *,
                              const struct gpu_service_holder_class *);
+/* A held batch of the class's 'held_size' bytes for the service to fill
+ * and then gpu_service_held_init(): one sent on before, or a new one. */
+struct gpu_service_held *gpu_service_holder_new_held(
+    struct gpu_service_holder *);
+/* Takes back 'h', which is not in the FIFO and whose packets are gone:
+ * kept for gpu_service_holder_new_held(), or freed. */
+void gpu_service_holder_recycle(struct gpu_service_holder *,
+                                struct gpu_service_held *h);
 /* Puts 'h' at the back of the FIFO, waiting for the call over the
  * filling gather of 'gathers', and counts it in gpu_service_n_held. */
 void gpu_service_holder_push(struct gpu_service_holder *,

@@ -551,6 +551,8 @@ struct ids_held {
     bool drop_matched;              /* Drop mode; else alert mode held
                                      * (GPU_KNOB_IDS_ALERT_HOLD). */
 };
+/* As struct gpu_service_holder_class's 'held_size' requires. */
+BUILD_ASSERT_DECL(offsetof(struct ids_held, held) == 0);
 BUILD_ASSERT_DECL(NETDEV_MAX_BURST <= 32);
 
 struct ids_gather {
@@ -580,8 +582,11 @@ struct ids_gather {
     uint64_t n_payload_bytes;       /* Of the packets parsed here. */
     size_t n_dropping;              /* Packets of held batches (drop
                                      * mode's, or alert mode's held). */
-    long long int first_ms;         /* When its first packet came. */
-    long long int first_held_us;    /* When its first held packet came. */
+    /* When its first packet, and its first held packet, came
+     * (time_usec(): one clock read serves both limits, and a read costs
+     * the PMD tens of nanoseconds). */
+    long long int first_us;
+    long long int first_held_us;
     uint64_t gen;                   /* Of its current filling. */
     struct ids_gatherer *gt;        /* Its owner. */
 };
@@ -890,6 +895,7 @@ static void ids_held_prepare(struct gpu_service_held *);
 
 static const struct gpu_service_holder_class ids_holder_class = {
     .name = "gpu_ids",
+    .held_size = sizeof(struct ids_held),
     .prepare = ids_held_prepare,
     .free = ids_held_free,
 };
@@ -972,16 +978,20 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
 static bool
 ids_gather_due(const struct ids_gather *g, bool idle)
 {
+    long long int now;
+
     if (!g->n) {
         return false;
     }
     if (g->n > IDS_GATHER_PACKETS - NETDEV_MAX_BURST
-        || time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+        || (g->n_dropping && idle)) {
         return true;
     }
-    return g->n_dropping
-           && (idle || time_usec() - g->first_held_us
-                       >= gpu_services_get_max_hold_us());
+    now = time_usec();
+    return (now - g->first_us >= IDS_GATHER_MAX_MS * 1000
+            || (g->n_dropping
+                && now - g->first_held_us
+                   >= gpu_services_get_max_hold_us()));
 }
 
 /* Gathers 'b' for 'r': in alert mode with 'h' NULL, else as the held
@@ -1003,13 +1013,13 @@ ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
     }
     g = gpu_service_gathers_filling(&gt->gathers);
     if (!g->n) {
-        g->first_ms = time_msec();
+        g->first_us = time_usec();
         g->offsets[0] = 0;
         g->gen = ++gt->gen;
     }
     if (h) {
         if (!g->n_dropping) {
-            g->first_held_us = time_usec();
+            g->first_held_us = g->n ? time_usec() : g->first_us;
         }
         h->gen = g->gen;
         h->first = g->n;
@@ -1073,7 +1083,8 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
         /* Not while the scan before is out: submitting would wait for it,
          * and the thread must not wait for the device. */
         if (gpu_service_gathers_finish(&gt->gathers, false)
-            && g->n && time_msec() - g->first_ms >= IDS_GATHER_MAX_MS) {
+            && g->n
+            && time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000) {
             gpu_service_gathers_submit(&gt->gathers);
         }
     }
@@ -1133,13 +1144,16 @@ ids_poll(const struct gpu_service_emitter *emitter,
                                mode == GPU_SERVICE_POLL_FINISH);
 }
 
-/* Makes a held batch of 'packets', to go on along 'next', less those that
- * match if 'drop_matched'. */
+/* Makes a held batch of 'packets' for 'gt''s holder, to go on along
+ * 'next', less those that match if 'drop_matched'. */
 static struct ids_held *
-ids_held_create(const struct dp_packet_batch *packets,
+ids_held_create(struct ids_gatherer *gt,
+                const struct dp_packet_batch *packets,
                 const struct gpu_service_next *next, bool drop_matched)
 {
-    struct ids_held *h = xmalloc(sizeof *h);
+    struct ids_held *h = CONTAINER_OF(gpu_service_holder_new_held(
+                                          &gt->holder),
+                                      struct ids_held, held);
 
     gpu_service_held_init(&h->held, packets, next);
     h->drop = 0;
@@ -1254,8 +1268,10 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         ids_batch_parse(r, b, hdrs);
     }
     if (hold) {
-        if (gather) {
-            struct ids_held *h = ids_held_create(packets, next, !alert);
+        struct ids_gatherer *gt = gather ? ids_gatherer_get(true) : NULL;
+
+        if (gt) {
+            struct ids_held *h = ids_held_create(gt, packets, next, !alert);
 
             if (ids_gather(r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
@@ -1263,14 +1279,16 @@ ids_scan(const char *args, struct gpu_service_batch *b,
                 gpu_counter_add(&r->n_held, 1);
                 return;
             }
-            ids_held_free(&h->held);
+            gpu_service_holder_recycle(&gt->holder, &h->held);
         }
         /* Nested in clone or sample, or the caller keeps the packets, or
          * no memory to gather: scanned at once, after what the thread
          * held went on (above, or nothing was held if gathering failed
          * here: a failed gather holds nothing). */
         gpu_counter_add(&r->n_not_held, 1);
-        struct ids_gatherer *gt = ids_gatherer_get(false);
+        if (!gt) {
+            gt = ids_gatherer_get(false);
+        }
         if (gt && emitter) {
             gpu_service_holder_release(&gt->holder, emitter, true);
         }

@@ -444,6 +444,8 @@ struct re_held {
     struct gpu_re_frame frames[NETDEV_MAX_BURST];
     int plens[NETDEV_MAX_BURST];
 };
+/* As struct gpu_service_holder_class's 'held_size' requires. */
+BUILD_ASSERT_DECL(offsetof(struct re_held, held) == 0);
 
 /* The payloads of some of a thread's held batches for one peer, chunked
  * in one call. */
@@ -772,6 +774,7 @@ re_held_free(struct gpu_service_held *held)
 
 static const struct gpu_service_holder_class re_holder_class = {
     .name = "re_encode",
+    .held_size = sizeof(struct re_held),
     .free = re_held_free,
 };
 
@@ -875,7 +878,9 @@ re_encode_hold(const char *args, struct gpu_service_batch *b,
         struct re_gatherer *gt = re_gatherer_get(p);
 
         if (gt) {
-            struct re_held *h = xmalloc(sizeof *h);
+            struct re_held *h = CONTAINER_OF(gpu_service_holder_new_held(
+                                                 gt->holder),
+                                             struct re_held, held);
 
             gpu_service_held_init(&h->held, packets, next);
             re_gather(gt, h);
