@@ -360,12 +360,6 @@ e2e_passes(const struct traffic *t, size_t batch, int passes,
     return true;
 }
 
-/* What one submission of 'n' packets (the first of 't') costs the
- * submitting thread, as a switch's PMD thread pays it for each gather:
- * runtime calls (each microseconds on the H100 machine,
- * bench/cuda-call-cost.cu) and the wall time of gpu_ids_submit() and of
- * the round trip, with the batch's own buffers (one copy each way) or
- * the caller's.  Returns false if a submission failed. */
 /* A matcher with 'cfg' and a batch of the first 'n' packets of 't' (at
  * most t->n: '*n' is set to what was taken), its own buffers filled with
  * them, for the submission tables below.  Returns false on failure. */
@@ -399,6 +393,12 @@ small_batch_create(const struct gpu_ids_ruleset *rs,
 /* --device-launch: submit_cost()'s graphs launched by the device. */
 static bool device_launch;
 
+/* What one submission of 'n' packets (the first of 't') costs the
+ * submitting thread, as a switch's PMD thread pays it for each gather:
+ * runtime calls (each microseconds on the H100 machine,
+ * bench/cuda-call-cost.cu) and the wall time of gpu_ids_submit() and of
+ * the round trip, with the batch's own buffers (one copy each way) or
+ * the caller's.  Returns false if a submission failed. */
 static bool
 submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
             size_t n, bool own, bool kernel_by_kernel)
@@ -490,6 +490,8 @@ submit_split(const struct gpu_ids_ruleset *rs, const struct traffic *t,
         if (gpu_ids_submit(b, NULL, bufs.data, bufs.offsets, bufs.hdrs, n,
                            bufs.verdicts)) {
             fprintf(stderr, "ids-bench: submit failed\n");
+            gpu_ids_batch_destroy(b);
+            gpu_ids_matcher_destroy(m);
             return false;
         }
         gpu_ids_wait(b);

@@ -994,17 +994,18 @@ ids_gather_due(const struct ids_gather *g, bool idle)
                    >= gpu_services_get_max_hold_us()));
 }
 
-/* Gathers 'b' for 'r': in alert mode with 'h' NULL, else as the held
- * batch 'h', which this puts in the thread's FIFO.  Returns false if it
- * could not, and the caller scans 'b' at once. */
+/* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with
+ * 'h' NULL, else as the held batch 'h', which this puts in the thread's
+ * FIFO.  Returns false if it could not, and the caller scans 'b' at
+ * once. */
 static bool
-ids_gather(struct ids_ruleset *r, struct gpu_service_batch *b,
-           const struct gpu_ids_pkt_hdr *hdrs, struct ids_held *h)
+ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
+           struct gpu_service_batch *b, const struct gpu_ids_pkt_hdr *hdrs,
+           struct ids_held *h)
 {
-    struct ids_gatherer *gt = ids_gatherer_get(true);
     struct ids_gather *g;
 
-    if (!gt || b->n_bytes > IDS_GATHER_BYTES) {
+    if (b->n_bytes > IDS_GATHER_BYTES) {
         return false;
     }
     gpu_service_gathers_finish(&gt->gathers, false);
@@ -1273,7 +1274,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         if (gt) {
             struct ids_held *h = ids_held_create(gt, packets, next, !alert);
 
-            if (ids_gather(r, b, hdrs, h)) {
+            if (ids_gather(gt, r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
                 dp_packet_batch_init(packets);
                 gpu_counter_add(&r->n_held, 1);
@@ -1295,7 +1296,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     }
     /* Alert mode's packets go on at once, their payloads gathered for a
      * later scan. */
-    if (alert && ids_gather(r, b, hdrs, NULL)) {
+    if (alert && ids_gather(ids_gatherer_get(true), r, b, hdrs, NULL)) {
         return;
     }
     if (!parsed) {
