@@ -59,10 +59,77 @@ static const struct gpu_service_impl *const services[] = {
     &gpu_fec_decode_service_impl,
 };
 
-static atomic_uint64_t total_batches = 0;
-static atomic_uint64_t total_packets = 0;
-static atomic_uint64_t total_dropped = 0;
-static atomic_uint64_t total_run_ns = 0;
+/* The executor's totals, each thread's in a block of its own that only it
+ * writes, with plain stores, and gpu_service_get_totals() sums (as OVS
+ * keeps its PMD statistics): one counter that every PMD thread adds to
+ * with a locked add, four a batch, makes them take turns at its cache
+ * line, and each locked add waits for the thread's earlier stores.  A
+ * thread's block outlives it, for the next thread to continue, so the
+ * sums never go back. */
+struct totals_block {
+    struct ovs_list node;           /* In 'totals_blocks'. */
+    bool in_use;                    /* A thread has it. */
+    struct gpu_thread_counter n_batches;
+    struct gpu_thread_counter n_packets;
+    struct gpu_thread_counter n_dropped;
+    struct gpu_thread_counter run_ns;
+};
+
+static struct ovs_mutex totals_mutex = OVS_MUTEX_INITIALIZER;
+static struct ovs_list totals_blocks OVS_GUARDED_BY(totals_mutex)
+    = OVS_LIST_INITIALIZER(&totals_blocks);
+static pthread_once_t totals_once = PTHREAD_ONCE_INIT;
+static pthread_key_t totals_key;
+/* The calling thread's block, once it has one ('totals_key' hands it back
+ * when the thread exits). */
+static __thread struct totals_block *thread_totals;
+
+static void
+totals_block_release(void *block_)
+{
+    struct totals_block *block = block_;
+
+    ovs_mutex_lock(&totals_mutex);
+    block->in_use = false;
+    ovs_mutex_unlock(&totals_mutex);
+}
+
+static void
+totals_init(void)
+{
+    xpthread_key_create(&totals_key, totals_block_release);
+}
+
+/* The calling thread's totals block, found or made the first time. */
+static struct totals_block *
+totals_get(void)
+{
+    struct totals_block *block = thread_totals;
+    struct totals_block *free_block = NULL;
+
+    if (OVS_LIKELY(block)) {
+        return block;
+    }
+    pthread_once(&totals_once, totals_init);
+    ovs_mutex_lock(&totals_mutex);
+    LIST_FOR_EACH (block, node, &totals_blocks) {
+        if (!block->in_use) {
+            free_block = block;
+            break;
+        }
+    }
+    block = free_block;
+    if (!block) {
+        /* A line of its own: no false sharing with another thread's. */
+        block = xzalloc_cacheline(sizeof *block);
+        ovs_list_push_back(&totals_blocks, &block->node);
+    }
+    block->in_use = true;
+    ovs_mutex_unlock(&totals_mutex);
+    xpthread_setspecific(totals_key, block);
+    thread_totals = block;
+    return block;
+}
 
 static uint64_t
 monotonic_ns(void)
@@ -780,9 +847,12 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         uint64_t start_ns = monotonic_ns();
 
         impl->execute(args, batch, may_steal, next);
-        gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
-        gpu_counter_add(&total_batches, 1);
-        gpu_counter_add(&total_packets, n);
+
+        struct totals_block *totals = totals_get();
+
+        gpu_thread_counter_add(&totals->run_ns, monotonic_ns() - start_ns);
+        gpu_thread_counter_add(&totals->n_batches, 1);
+        gpu_thread_counter_add(&totals->n_packets, n);
         return;
     }
 
@@ -803,7 +873,10 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
     } else {
         impl->run(args, &sb);
     }
-    gpu_counter_add(&total_run_ns, monotonic_ns() - start_ns);
+
+    struct totals_block *totals = totals_get();
+
+    gpu_thread_counter_add(&totals->run_ns, monotonic_ns() - start_ns);
 
     const size_t cnt = dp_packet_batch_size(batch);
     size_t i;
@@ -819,9 +892,11 @@ gpu_actions_execute(enum gpu_service_type type, const char *args,
         }
     }
 
-    gpu_counter_add(&total_batches, 1);
-    gpu_counter_add(&total_packets, sb.n);
-    gpu_counter_add(&total_dropped, n_dropped);
+    gpu_thread_counter_add(&totals->n_batches, 1);
+    gpu_thread_counter_add(&totals->n_packets, sb.n);
+    if (n_dropped) {
+        gpu_thread_counter_add(&totals->n_dropped, n_dropped);
+    }
 }
 
 static char *
@@ -839,16 +914,23 @@ gpu_actions_check(enum gpu_service_type type, const char *args)
 void
 gpu_service_count_dropped(size_t n)
 {
-    gpu_counter_add(&total_dropped, n);
+    gpu_thread_counter_add(&totals_get()->n_dropped, n);
 }
 
 void
 gpu_service_get_totals(struct gpu_service_totals *t)
 {
-    atomic_read_relaxed(&total_batches, &t->n_batches);
-    atomic_read_relaxed(&total_packets, &t->n_packets);
-    atomic_read_relaxed(&total_dropped, &t->n_dropped);
-    atomic_read_relaxed(&total_run_ns, &t->run_ns);
+    const struct totals_block *block;
+
+    memset(t, 0, sizeof *t);
+    ovs_mutex_lock(&totals_mutex);
+    LIST_FOR_EACH (block, node, &totals_blocks) {
+        t->n_batches += gpu_thread_counter_read(&block->n_batches);
+        t->n_packets += gpu_thread_counter_read(&block->n_packets);
+        t->n_dropped += gpu_thread_counter_read(&block->n_dropped);
+        t->run_ns += gpu_thread_counter_read(&block->run_ns);
+    }
+    ovs_mutex_unlock(&totals_mutex);
 }
 
 /* ------------------------------------------------- Packets services make.

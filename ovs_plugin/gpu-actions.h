@@ -129,6 +129,32 @@ gpu_counter_add(atomic_uint64_t *counter, uint64_t n)
     atomic_add_relaxed(counter, n, &orig);
 }
 
+/* A statistics counter that one thread at a time adds to and any thread
+ * reads: a plain load and store, no locked add (which waits for the
+ * thread's earlier stores, and bounces the line between the threads that
+ * share it); a reader sees a whole value, old or new. */
+struct gpu_thread_counter {
+    atomic_uint64_t value;
+};
+
+static inline void
+gpu_thread_counter_add(struct gpu_thread_counter *c, uint64_t n)
+{
+    uint64_t value;
+
+    atomic_read_relaxed(&c->value, &value);
+    atomic_store_relaxed(&c->value, value + n);
+}
+
+static inline uint64_t
+gpu_thread_counter_read(const struct gpu_thread_counter *c)
+{
+    uint64_t value;
+
+    atomic_read_relaxed(CONST_CAST(atomic_uint64_t *, &c->value), &value);
+    return value;
+}
+
 /* The GPU services: gpu-ids-service.c, ... */
 extern const struct gpu_service_impl gpu_ids_service_impl;
 extern const struct gpu_service_impl gpu_re_encode_service_impl;

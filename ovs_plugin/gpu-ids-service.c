@@ -86,7 +86,7 @@ struct ids_ruleset {
     atomic_uint64_t n_errors;   /* Batches that failed: packets passed. */
     atomic_uint64_t n_faults;   /* Device calls failed: scanned on CPU. */
     atomic_uint64_t n_not_ip;   /* Packets with nothing to scan. */
-    atomic_uint64_t n_gathered; /* Gathered, not scanned yet. */
+    atomic_uint64_t n_gathered; /* In scans under way. */
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
@@ -576,6 +576,14 @@ struct ids_gather {
      * the scan, so their mbufs cannot be reused before it. */
     const uint8_t *srcs[IDS_GATHER_PACKETS];
     size_t n_in_place;
+    /* Counted into the ruleset's counters when the scan completes, not a
+     * batch at a time: each locked add to a line that every PMD thread
+     * using the ruleset writes costs the thread a wait (see 'totals' in
+     * gpu-actions.c). */
+    size_t n_frames;                /* Packets given whole (n_frames). */
+    size_t n_held;                  /* Held batches (n_held). */
+    size_t n_submitted;             /* Added to n_gathered when the scan
+                                     * started. */
     bool null_scan;             /* Started with "ids-null-scan": no device
                                  * call to poll or wait for. */
     size_t n;
@@ -676,6 +684,35 @@ ids_gather_set_ready(struct ids_gather *g, bool scanned)
     }
 }
 
+/* Adds what 'g' counted of its packets to its ruleset's counters, and
+ * takes them out of those in scans under way. */
+static void
+ids_gather_count(struct ids_gather *g)
+{
+    struct ids_ruleset *r = g->r;
+
+    gpu_counter_add(&r->n_gathered, -(uint64_t) g->n_submitted);
+    if (g->n_frames) {
+        gpu_counter_add(&r->n_frames, g->n_frames);
+    }
+    if (g->n_held) {
+        gpu_counter_add(&r->n_held, g->n_held);
+    }
+}
+
+/* Empties 'g' for its next filling. */
+static void
+ids_gather_reset(struct ids_gather *g)
+{
+    g->n = 0;
+    g->n_payload_bytes = 0;
+    g->n_dropping = 0;
+    g->n_in_place = 0;
+    g->n_frames = 0;
+    g->n_held = 0;
+    g->n_submitted = 0;
+}
+
 /* Counts and logs a scan of 'g' that could not be done: its packets
  * went on unscanned. */
 static void
@@ -684,15 +721,12 @@ ids_gather_failed(struct ids_gather *g, int status)
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
 
     gpu_counter_add(&g->r->n_errors, 1);
-    gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
+    ids_gather_count(g);
     VLOG_WARN_RL(&rl, "gpu_ids %s: match failed (%s); %"PRIuSIZE
                  " gathered packets passed unscanned", g->r->name,
                  gpu_status_string(status), g->n);
     ids_gather_set_ready(g, false);
-    g->n = 0;
-    g->n_payload_bytes = 0;
-    g->n_dropping = 0;
-    g->n_in_place = 0;
+    ids_gather_reset(g);
 }
 
 /* Fills in the alert lines' details of 'g''s held packets that matched:
@@ -772,16 +806,15 @@ ids_gather_complete(void *g_, int status)
     } else {
         uint64_t n_bytes = ids_gather_frames_info(g);
 
-        gpu_counter_add(&g->r->n_gathered, -(uint64_t) g->n);
+        ids_gather_count(g);
         ids_gather_held_info(g);
         ids_account(g->r, g->n, g->info, g->verdicts, n_bytes,
                     g->n_dropping ? g->dropping : NULL, NULL);
-        gpu_counter_add(&g->r->n_in_place, g->n_in_place);
+        if (g->n_in_place) {
+            gpu_counter_add(&g->r->n_in_place, g->n_in_place);
+        }
         ids_gather_set_ready(g, true);
-        g->n = 0;
-        g->n_payload_bytes = 0;
-        g->n_dropping = 0;
-        g->n_in_place = 0;
+        ids_gather_reset(g);
     }
 }
 
@@ -806,6 +839,8 @@ ids_gather_start(void *g_)
 {
     struct ids_gather *g = g_;
 
+    g->n_submitted = g->n;
+    gpu_counter_add(&g->r->n_gathered, g->n);
     g->null_scan = ids_null_scan();
     if (g->null_scan) {
         memset(g->verdicts, 0, g->n * sizeof *g->verdicts);
@@ -1024,6 +1059,7 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         }
         h->gen = g->gen;
         h->first = g->n;
+        g->n_held++;
         gpu_service_holder_push(&gt->holder, &h->held, &gt->gathers);
         g->n_dropping += b->n;
     }
@@ -1053,10 +1089,9 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         }
     }
     g->n += b->n;
-    gpu_counter_add(&r->n_gathered, b->n);
     if (b->n && hdrs[0].flags & GPU_IDS_HDR_FRAME) {
         /* A batch's packets are all frames or none. */
-        gpu_counter_add(&r->n_frames, b->n);
+        g->n_frames += b->n;
     } else {
         g->n_payload_bytes += b->n_bytes;
     }
@@ -1277,7 +1312,6 @@ ids_scan(const char *args, struct gpu_service_batch *b,
             if (ids_gather(gt, r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
                 dp_packet_batch_init(packets);
-                gpu_counter_add(&r->n_held, 1);
                 return;
             }
             gpu_service_holder_recycle(&gt->holder, &h->held);
@@ -1394,7 +1428,7 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   read_counter(&r->n_dropped), read_counter(&r->n_alerts));
     uint64_t n_gathered = read_counter(&r->n_gathered);
     if (n_gathered) {
-        ds_put_format(s, "  gathered for the next scan: %"PRIu64"\n",
+        ds_put_format(s, "  in scans under way: %"PRIu64" packets\n",
                       n_gathered);
     }
     ds_put_format(s, "  drop mode: %"PRIu64" batches held for their "
