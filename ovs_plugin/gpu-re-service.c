@@ -553,7 +553,11 @@ re_gather_complete(void *g_, int status)
     struct re_peer *p = g->gt->p;
     struct re_held *h;
 
+    /* Held batches counted a gather at a time, not a batch at a time: a
+     * locked add to a line that every PMD thread of the peer writes costs
+     * each a wait. */
     gpu_counter_add(&p->n_gathers, 1);
+    gpu_counter_add(&p->n_held, g->n_batches);
     if (status) {
         bool fault = gpu_service_is_device_error(status);
 
@@ -886,7 +890,6 @@ re_encode_hold(const char *args, struct gpu_service_batch *b,
             re_gather(gt, h);
             /* The packets are the held batch's now. */
             dp_packet_batch_init(packets);
-            gpu_counter_add(&p->n_held, 1);
             return;
         }
     }
