@@ -14,6 +14,9 @@
 #                            [--count N] [--repeat R | --alternate N]
 #                            [--out FILE] [--check]
 #
+# The lists of --services, --backends and --pmds may be separated by
+# commas as well as spaces ("cuda,cpu").
+#
 # --rules: a Snort rule file (the community rules), for gpu_ids; a rule
 # for a signature planted in one packet in 100 is added to it.
 # --text: a file (.gz allowed) the payloads of the re, fec and index runs
@@ -198,9 +201,11 @@ while test $# -gt 0; do
     case $1 in
         --rules) RULES=$2; shift ;;
         --text) TEXT=$2; shift ;;
-        --services) SERVICES=$2; shift ;;
-        --backends) BACKENDS=$2; shift ;;
-        --pmds) PMDS=$2; shift ;;
+        # Lists separated by spaces or commas (commas survive a caller's
+        # unquoted expansion, as device-run.sh's SERVICES_BENCH_ARGS).
+        --services) SERVICES=${2//,/ }; shift ;;
+        --backends) BACKENDS=${2//,/ }; shift ;;
+        --pmds) PMDS=${2//,/ }; shift ;;
         --frames) FRAMES=$2; shift ;;
         --seconds) SECONDS_PER_RUN=$2; shift ;;
         --repeat) REPEAT=$2; shift ;;

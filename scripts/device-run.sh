@@ -185,7 +185,8 @@ services-bench)
     # Every service action in the switch: no service, CUDA, CPU backend,
     # each against no service in pairs on one switch (--alternate: rows
     # a restart apart moved by 2x on the GPU machines); SERVICES_BENCH_ARGS
-    # replaces those arguments.
+    # replaces those arguments (split at spaces: lists within them take
+    # commas, "--backends cuda,cpu").
     echo "== switch benchmark of every service action"
     use_bundle
     cd "$SRC"
