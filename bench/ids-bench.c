@@ -328,7 +328,7 @@ usage(void)
     fprintf(stderr, "usage: ids-bench [--rules FILE] [--packets N] "
             "[--batch N] [--match F] [--seed S] [--iters N] [--threads N] "
             "[--chunk N] [--min-anchor N] [--strict] "
-            "[--latency N[,N...]] [--device-launch]\n");
+            "[--latency N[,N...] [--overlap]] [--device-launch]\n");
     return 2;
 }
 
@@ -458,6 +458,73 @@ submit_cost(const struct gpu_ids_ruleset *rs, const struct traffic *t,
     return true;
 }
 
+/* Whether the device overlaps small scans: 'k' batches of 'n' packets
+ * (each its own graph, and with the device's launch its own scheduler,
+ * whose launches are fire-and-forget) submitted back to back, then all
+ * waited for; the mean time of a round against one batch's round trip.
+ * A switch could keep that many gathers in flight, each submitted sooner
+ * and so holding its packets for less time, only if the device runs them
+ * side by side.  Returns false if a submission failed. */
+static bool
+submit_overlap(const struct gpu_ids_ruleset *rs, const struct traffic *t,
+               size_t n, size_t k)
+{
+    enum { MAX_K = 8 };
+    struct gpu_ids_matcher_config cfg;
+    struct gpu_ids_batch_buffers bufs[MAX_K];
+    struct gpu_ids_batch *b[MAX_K] = { NULL };
+    struct gpu_ids_matcher *m;
+    const int rounds = 1000, warm = 20;
+    double start = 0;
+    bool ok = true;
+
+    if (k < 1 || k > MAX_K) {
+        return false;
+    }
+    gpu_ids_matcher_config_init(&cfg);
+    cfg.backend = GPU_IDS_BACKEND_CUDA;
+    cfg.device_launch = device_launch;
+    if (!small_batch_create(rs, t, &n, &cfg, &m, &b[0], &bufs[0])) {
+        return false;
+    }
+    for (size_t j = 1; ok && j < k; j++) {
+        ok = (!gpu_ids_batch_create(m, n, t->offsets[n] - t->offsets[0],
+                                    &b[j])
+              && !gpu_ids_batch_buffers(b[j], &bufs[j]));
+        if (ok) {
+            memcpy(bufs[j].data, bufs[0].data, t->offsets[n] - t->offsets[0]);
+            memcpy(bufs[j].offsets, bufs[0].offsets,
+                   (n + 1) * sizeof *bufs[j].offsets);
+            memcpy(bufs[j].hdrs, bufs[0].hdrs, n * sizeof *bufs[j].hdrs);
+        }
+    }
+    for (int r = 0; ok && r < warm + rounds; r++) {
+        if (r == warm) {
+            start = now();
+        }
+        for (size_t j = 0; ok && j < k; j++) {
+            ok = !gpu_ids_submit(b[j], NULL, bufs[j].data, bufs[j].offsets,
+                                 bufs[j].hdrs, n, bufs[j].verdicts);
+        }
+        for (size_t j = 0; j < k; j++) {
+            gpu_ids_wait(b[j]);
+        }
+    }
+    if (ok) {
+        printf("%5zu packets x %zu in flight, %-13s round %8.1f us\n", n,
+               k, device_launch ? "device launch" : "host launch",
+               (now() - start) * 1e6 / rounds);
+    } else {
+        fprintf(stderr, "ids-bench: overlap: a batch or submission "
+                "failed\n");
+    }
+    for (size_t j = 0; j < k; j++) {
+        gpu_ids_batch_destroy(b[j]);
+    }
+    gpu_ids_matcher_destroy(m);
+    return ok;
+}
+
 /* Where the round trip of one submission of 'n' packets goes, kernel by
  * kernel with profiling events: the scan (from the first event, after
  * the input is on the device), the confirm kernel, the rules kernel, and
@@ -528,6 +595,7 @@ main(int argc, char **argv)
     size_t min_anchor = 4;
     bool strict = false;
     char *latency = NULL;
+    bool overlap = false;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -539,6 +607,12 @@ main(int argc, char **argv)
         }
         if (!strcmp(a, "--device-launch")) {
             device_launch = true;
+            continue;
+        }
+        if (!strcmp(a, "--overlap")) {
+            /* With --latency: 1, 2 and 4 batches in flight, with the
+             * host's and the device's launch. */
+            overlap = true;
             continue;
         }
         if (!v) {
@@ -565,6 +639,7 @@ main(int argc, char **argv)
             min_anchor = atoi(v);
         } else if (!strcmp(a, "--latency")) {
             latency = strdup(v);
+
         } else {
             return usage();
         }
@@ -683,6 +758,17 @@ main(int argc, char **argv)
                 || !submit_split(rs, &t, n)) {
                 return 1;
             }
+            bool asked = device_launch;
+
+            for (size_t k = 1; overlap && k <= 4; k *= 2) {
+                for (int launch = 0; launch < 2; launch++) {
+                    device_launch = launch;
+                    if (!submit_overlap(rs, &t, n, k)) {
+                        return 1;
+                    }
+                }
+            }
+            device_launch = asked;
         }
         free(latency);
         return 0;

@@ -6,7 +6,8 @@
 #   bench/run-ids-gpu.sh [tests|bench|latency|all]...   (default: all)
 #
 # latency: the round trip of one small submission (as a switch's gathers
-# are), as one graph and split kernel by kernel.
+# are), as one graph and split kernel by kernel; then 1, 2 and 4 such
+# submissions in flight at once (whether the device overlaps them).
 #
 # The device machine has no cmocka or Hyperscan: they come from unpacked
 # Debian packages the caller carries, cmocka in .devdeps/root (libcmocka0,
@@ -96,11 +97,11 @@ for step in $steps; do
         ;;&
     latency|all)
         log "small submissions' round trip"
-        cmd="$B/ids-bench --packets 16384 --latency 32,256,1024"
+        cmd="$B/ids-bench --packets 16384 --latency 32,256,1024 --overlap"
         echo "$cmd" >> "$OUT/summary.txt"
         timeout 120 $cmd > "$OUT/latency.log" 2>&1
         log "ids-bench --latency exit $?"
-        grep -E "graph|kernel by" "$OUT/latency.log"
+        grep -E "graph|kernel by|in flight" "$OUT/latency.log"
         ;;
     esac
 done
