@@ -556,14 +556,23 @@ held_send(struct gpu_service_held *h,
 void
 gpu_service_gathers_init(struct gpu_service_gathers *gs,
                          const struct gpu_service_gather_ops *ops,
-                         void *slot0, void *slot1)
+                         void *const slots[], size_t n_slots)
 {
+    ovs_assert(n_slots >= 2 && n_slots <= GPU_SERVICE_GATHERS_MAX);
+    memset(gs, 0, sizeof *gs);
     gs->ops = ops;
-    gs->slots[0] = slot0;
-    gs->slots[1] = slot1;
-    gs->filling = 0;
-    gs->in_flight = false;
-    gs->submit_us = 0;
+    for (size_t i = 0; i < n_slots; i++) {
+        gs->slots[i] = slots[i];
+    }
+    gs->n_slots = n_slots;
+    gs->max_in_flight = 1;
+}
+
+void
+gpu_service_gathers_set_max_in_flight(struct gpu_service_gathers *gs,
+                                      size_t n)
+{
+    gs->max_in_flight = MAX(1, MIN(n, gs->n_slots - 1));
 }
 
 void *
@@ -572,25 +581,45 @@ gpu_service_gathers_filling(const struct gpu_service_gathers *gs)
     return gs->slots[gs->filling];
 }
 
-bool
-gpu_service_gathers_finish(struct gpu_service_gathers *gs, bool wait)
+/* Completes the oldest call in flight: waits for it if 'wait', else
+ * returns false if it is not done yet. */
+static bool
+gathers_complete_oldest(struct gpu_service_gathers *gs, bool wait)
 {
-    void *g = gs->slots[!gs->filling];
+    size_t oldest = ((gs->filling + gs->n_slots - gs->n_in_flight)
+                     % gs->n_slots);
+    void *g = gs->slots[oldest];
     int status;
 
-    if (!gs->in_flight) {
-        return true;
-    }
-    if (!wait && gpu_service_call_slowed(gs->ops->target, gs->submit_us)) {
+    if (!wait
+        && gpu_service_call_slowed(gs->ops->target, gs->submit_us[oldest])) {
         return false;
     }
     status = wait ? gs->ops->wait(g) : gs->ops->poll(g);
     if (status == GPU_ERR_BUSY && !wait) {
         return false;
     }
-    gs->in_flight = false;
+    gs->n_in_flight--;
     gs->ops->complete(g, status);
     return true;
+}
+
+bool
+gpu_service_gathers_finish(struct gpu_service_gathers *gs, bool wait)
+{
+    while (gs->n_in_flight) {
+        if (!gathers_complete_oldest(gs, wait)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
+gpu_service_gathers_room(struct gpu_service_gathers *gs)
+{
+    gpu_service_gathers_finish(gs, false);
+    return gs->n_in_flight < gs->max_in_flight;
 }
 
 void
@@ -602,21 +631,26 @@ gpu_service_gathers_submit(struct gpu_service_gathers *gs)
     if (gs->ops->is_empty(g)) {
         return;
     }
-    /* Only one call at a time: the other gather is then free to fill, and
-     * calls complete in the order their gathers filled. */
-    gpu_service_gathers_finish(gs, true);
+    /* The next slot must be free to fill: calls complete in the order
+     * their gathers filled, the oldest first. */
+    while (gs->n_in_flight >= gs->max_in_flight) {
+        gathers_complete_oldest(gs, true);
+    }
     status = gpu_service_fault_take(gs->ops->target);
     if (!status) {
         status = gs->ops->start(g);
     }
     if (status) {
-        /* Done now (on the CPU, after a device fault), or failed. */
+        /* Done now (on the CPU, after a device fault), or failed: after
+         * the calls before it, so that gathers still complete in
+         * order. */
+        gpu_service_gathers_finish(gs, true);
         gs->ops->complete(g, status);
         return;
     }
-    gs->in_flight = true;
-    gs->submit_us = time_usec();
-    gs->filling = !gs->filling;
+    gs->submit_us[gs->filling] = time_usec();
+    gs->n_in_flight++;
+    gs->filling = (gs->filling + 1) % gs->n_slots;
 }
 
 void

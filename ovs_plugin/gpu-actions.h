@@ -397,23 +397,49 @@ struct gpu_service_gather_ops {
     void (*complete)(void *g, int status);
 };
 
+/* A thread's gathers of one service, in a ring: one filling, and up to
+ * 'max_in_flight' before it whose calls are out, started, polled and
+ * completed in the order they filled.  With one call in flight a gather
+ * fills while the call before it runs, so a held packet waits about half
+ * a call and a call; with more, each gather can start sooner, as soon as
+ * it is due, if the device runs the calls side by side (gpu_ids's graphs
+ * launched by the device do: docs/PERFORMANCE.md, twenty-sixth
+ * session). */
+#define GPU_SERVICE_GATHERS_MAX 4
+
 struct gpu_service_gathers {
     const struct gpu_service_gather_ops *ops;
-    void *slots[2];
-    int filling;                    /* Index of the one filling. */
-    bool in_flight;                 /* The other one's call is out. */
-    long long int submit_us;        /* When it started (time_usec()). */
+    void *slots[GPU_SERVICE_GATHERS_MAX];
+    size_t n_slots;
+    size_t max_in_flight;           /* At most n_slots - 1. */
+    size_t filling;                 /* Index of the one filling. */
+    size_t n_in_flight;             /* The slots before it with calls
+                                     * out. */
+    /* When each slot's call started (time_usec()). */
+    long long int submit_us[GPU_SERVICE_GATHERS_MAX];
 };
 
+/* Makes a ring of the 'n_slots' gathers 'slots' (2 to
+ * GPU_SERVICE_GATHERS_MAX), one call in flight at a time. */
 void gpu_service_gathers_init(struct gpu_service_gathers *,
                               const struct gpu_service_gather_ops *,
-                              void *slot0, void *slot1);
+                              void *const slots[], size_t n_slots);
+/* Lets up to 'n' calls be in flight at once (1 to n_slots - 1), from the
+ * next submission on. */
+void gpu_service_gathers_set_max_in_flight(struct gpu_service_gathers *,
+                                           size_t n);
 void *gpu_service_gathers_filling(const struct gpu_service_gathers *);
-/* Completes the call in flight, if any: waits for it if 'wait', else
- * returns false if it is not done yet. */
+/* Completes the calls in flight that are done, oldest first, or, if
+ * 'wait', all of them, waiting.  Returns true if none is left in
+ * flight. */
 bool gpu_service_gathers_finish(struct gpu_service_gathers *, bool wait);
-/* Starts the call over the filling gather, unless it is empty, once the
- * call before is done (waiting for it); the other gather fills next. */
+/* Completes the calls that are done (as gpu_service_gathers_finish()
+ * without waiting) and returns true if the filling gather's call could
+ * start without waiting for one. */
+bool gpu_service_gathers_room(struct gpu_service_gathers *);
+/* Starts the call over the filling gather, unless it is empty, waiting
+ * for the oldest call in flight first if 'max_in_flight' are; the next
+ * gather of the ring fills next. */
 void gpu_service_gathers_submit(struct gpu_service_gathers *);
 
 struct gpu_service_holder_class {

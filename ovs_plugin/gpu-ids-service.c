@@ -67,6 +67,9 @@ struct ids_ruleset {
     char *config;               /* other_config value it was loaded from. */
     char *path;
     bool partial, commented;
+    unsigned int in_flight;     /* ",in-flight=N": a thread's scans out
+                                 * at once (1, the default, to
+                                 * GPU_SERVICE_GATHERS_MAX - 1). */
     bool device_launch;         /* ",launch=device", the default: on
                                  * CUDA a scheduler kernel launches each
                                  * scan, the PMD rings a doorbell. */
@@ -95,6 +98,8 @@ struct ids_ruleset {
     atomic_uint64_t n_frames;   /* Packets given whole to the matcher,
                                  * which parsed them... */
     atomic_uint64_t n_parsed;   /* ...and parsed by the thread. */
+    atomic_uint64_t most_in_flight; /* A thread's scans out at once, at
+                                     * most. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -151,7 +156,8 @@ ids_ruleset_unref(struct ids_ruleset *r)
     }
 }
 
-/* Parses "PATH[,partial][,commented][,launch=host|device]" into 'r'. */
+/* Parses "PATH[,partial][,commented][,launch=host|device][,in-flight=N]"
+ * into 'r'. */
 static char *
 ids_parse_config(const char *value, struct ids_ruleset *r)
 {
@@ -163,7 +169,8 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
     if (!item || item[0] != '/') {
         error = xasprintf("\"%s\": expected an absolute path to a rule "
                           "file, then optionally \",partial\", "
-                          "\",commented\" and \",launch=host|device\"",
+                          "\",commented\", \",launch=host|device\" and "
+                          "\",in-flight=N\"",
                           value);
         goto out;
     }
@@ -179,6 +186,19 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             r->device_launch = !strcmp(item + 7, "device");
             continue;
         }
+        if (!strncmp(item, "in-flight=", 10)) {
+            unsigned int n;
+
+            if (!str_to_uint(item + 10, 10, &n) || n < 1
+                || n > GPU_SERVICE_GATHERS_MAX - 1) {
+                error = xasprintf("\"%s\": in-flight must be 1 to %d, not "
+                                  "\"%s\"", value,
+                                  GPU_SERVICE_GATHERS_MAX - 1, item + 10);
+                goto out;
+            }
+            r->in_flight = n;
+            continue;
+        }
 
         bool *flag = (!strncmp(item, "partial", 7) ? &r->partial
                       : !strncmp(item, "commented", 9) ? &r->commented
@@ -189,7 +209,8 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             || (!*rest && strcmp(item, "partial")
                 && strcmp(item, "commented"))) {
             error = xasprintf("\"%s\": unknown option \"%s\" (known: "
-                              "partial, commented, launch)", value, item);
+                              "partial, commented, launch, in-flight)",
+                              value, item);
             goto out;
         }
         *flag = strcmp(rest, "=false") != 0;
@@ -219,6 +240,7 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
      * session): a host launch of the scan's graph costs drop mode's PMD
      * ~30-70 ns a packet more than the doorbell. */
     r->device_launch = true;
+    r->in_flight = 1;
     *errorp = ids_parse_config(value, r);
     if (*errorp) {
         ids_ruleset_destroy(r);
@@ -528,12 +550,14 @@ ids_account(struct ids_ruleset *r, size_t n,
  * then, from the PMD loop's per-iteration 'poll' hook, deletes the
  * matching packets and sends the rest on along the saved actions, oldest
  * batch first, so packets keep their order.  A gather with held packets
- * is submitted as soon as the scan before it is done and its oldest
- * packet waited gpu-max-hold-us, or the thread received nothing (no more
- * packets to gather with), or it is nearly full; so a held packet waits
- * at most about gpu-max-hold-us plus two scans, and the PMD thread waits
- * for the device only when both gathers are full, or when it reloads or
- * exits.  A batch that cannot be held (the caller keeps its packets, or
+ * is submitted as soon as fewer than the ruleset's in-flight scans
+ * (default 1) are out and its oldest packet waited gpu-max-hold-us, or
+ * the thread received nothing (no more packets to gather with), or it is
+ * nearly full; so with one scan in flight a held packet waits at most
+ * about gpu-max-hold-us plus two scans, and with more, about
+ * gpu-max-hold-us plus one if the device runs them side by side (its
+ * launch does).  The PMD thread waits for the device only when every
+ * gather is full, or when it reloads or exits.  A batch that cannot be held (the caller keeps its packets, or
  * gpu_ids is nested in clone or sample, where the datapath does not say
  * what follows) first sends on everything the thread holds, waiting for
  * it, then is scanned at once, and is counted. */
@@ -599,9 +623,10 @@ struct ids_gather {
     struct ids_gatherer *gt;        /* Its owner. */
 };
 
-/* A thread's gathers: one filling while the other is scanned. */
+/* A thread's gathers: one filling while the others are scanned (as
+ * many as the ruleset's in-flight). */
 struct ids_gatherer {
-    struct ids_gather slots[2];
+    struct ids_gather slots[GPU_SERVICE_GATHERS_MAX];
     struct gpu_service_gathers gathers;     /* Over 'slots'. */
     uint64_t gen;                   /* The last gather's 'gen'. */
 
@@ -841,6 +866,16 @@ ids_gather_start(void *g_)
 
     g->n_submitted = g->n;
     gpu_counter_add(&g->r->n_gathered, g->n);
+
+    /* This one and those already out (a racy maximum over the threads,
+     * written only when it grows: rarely). */
+    uint64_t n_out = g->gt->gathers.n_in_flight + 1;
+    uint64_t most;
+
+    atomic_read_relaxed(&g->r->most_in_flight, &most);
+    if (n_out > most) {
+        atomic_store_relaxed(&g->r->most_in_flight, n_out);
+    }
     g->null_scan = ids_null_scan();
     if (g->null_scan) {
         memset(g->verdicts, 0, g->n * sizeof *g->verdicts);
@@ -907,7 +942,7 @@ ids_gatherer_destroy(void *gt_)
      * that passed is counted. */
     gpu_service_gathers_submit(&gt->gathers);
     gpu_service_gathers_finish(&gt->gathers, true);
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
         struct ids_gather *g = &gt->slots[i];
 
         if (g->r) {
@@ -943,15 +978,16 @@ ids_gatherer_get(bool create)
     pthread_once(&gatherer_once, ids_gatherer_key_create);
     gt = pthread_getspecific(gatherer_key);
     if (!gt && create) {
-        gt = xzalloc(sizeof *gt);
-        gpu_service_gathers_init(&gt->gathers, &ids_gather_ops,
-                                 &gt->slots[0], &gt->slots[1]);
-        gpu_service_holder_init(&gt->holder, &ids_holder_class);
-        for (int i = 0; i < 2; i++) {
-            struct ids_gather *g = &gt->slots[i];
+        void *slots[ARRAY_SIZE(gt->slots)];
 
-            g->gt = gt;
+        gt = xzalloc(sizeof *gt);
+        for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
+            gt->slots[i].gt = gt;
+            slots[i] = &gt->slots[i];
         }
+        gpu_service_gathers_init(&gt->gathers, &ids_gather_ops, slots,
+                                 ARRAY_SIZE(gt->slots));
+        gpu_service_holder_init(&gt->holder, &ids_holder_class);
         xpthread_setspecific(gatherer_key, gt);
     }
     return gt;
@@ -966,6 +1002,7 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
 {
     struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
+    gpu_service_gathers_set_max_in_flight(&gt->gathers, r->in_flight);
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
                  || g->offsets[g->n] + b->n_bytes
                     > IDS_GATHER_BYTES)) {
@@ -1097,9 +1134,10 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
     }
     if (ids_gather_due(g, false)
         && (!g->n_dropping
-            || gpu_service_gathers_finish(&gt->gathers, false))) {
-        /* Held packets wait for the scan before them rather than make the
-         * thread wait, unless the gather is full. */
+            || gpu_service_gathers_room(&gt->gathers))) {
+        /* Held packets wait for a scan out to complete, when the
+         * ruleset's in-flight are, rather than make the thread wait,
+         * unless the gather is full. */
         gpu_service_gathers_submit(&gt->gathers);
     }
     return true;
@@ -1116,9 +1154,10 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
     if (gt) {
         struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
-        /* Not while the scan before is out: submitting would wait for it,
-         * and the thread must not wait for the device. */
-        if (gpu_service_gathers_finish(&gt->gathers, false)
+        /* Not while the ruleset's in-flight scans are out: submitting
+         * would wait for one, and the thread must not wait for the
+         * device. */
+        if (gpu_service_gathers_room(&gt->gathers)
             && g->n
             && time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000) {
             gpu_service_gathers_submit(&gt->gathers);
@@ -1131,8 +1170,15 @@ ids_timers_wait(void)
 {
     struct ids_gatherer *gt = ids_gatherer_get(false);
 
-    if (gt && (gt->slots[0].n || gt->slots[1].n || gt->gathers.in_flight)) {
-        poll_timer_wait(1);
+    if (gt) {
+        bool busy = gt->gathers.n_in_flight > 0;
+
+        for (size_t i = 0; !busy && i < ARRAY_SIZE(gt->slots); i++) {
+            busy = gt->slots[i].n > 0;
+        }
+        if (busy) {
+            poll_timer_wait(1);
+        }
     }
 }
 
@@ -1171,7 +1217,7 @@ ids_poll(const struct gpu_service_emitter *emitter,
     if (!gt) {
         return;
     }
-    if (gpu_service_gathers_finish(&gt->gathers, false)
+    if (gpu_service_gathers_room(&gt->gathers)
         && ids_gather_due(gpu_service_gathers_filling(&gt->gathers),
                           mode != GPU_SERVICE_POLL_BUSY)) {
         gpu_service_gathers_submit(&gt->gathers);
@@ -1406,9 +1452,9 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     ds_put_format(s, "ruleset %s: %s%s%s\n", r->name, r->path,
                   r->partial ? " (partial)" : "",
                   r->commented ? " (commented rules too)" : "");
-    ds_put_format(s, "  backend: %s (launch=%s), loaded %.0f s ago\n",
-                  gpu_ids_backend_name(ms.backend),
-                  r->device_launch ? "device" : "host", secs);
+    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u), loaded "
+                  "%.0f s ago\n", gpu_ids_backend_name(ms.backend),
+                  r->device_launch ? "device" : "host", r->in_flight, secs);
     ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
                   "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
                   st.n_skipped);
@@ -1435,6 +1481,8 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "verdicts, %"PRIu64" scanned at once (could not be "
                   "held)\n", read_counter(&r->n_held),
                   read_counter(&r->n_not_held));
+    ds_put_format(s, "  scans in flight: up to %"PRIu64" at once (in-flight="
+                  "%u)\n", read_counter(&r->most_in_flight), r->in_flight);
     ds_put_format(s, "  parsed: %"PRIu64" packets by the matcher, %"PRIu64
                   " by the datapath thread\n", read_counter(&r->n_frames),
                   read_counter(&r->n_parsed));

@@ -718,8 +718,7 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
     }
     g->n_batches++;
     gpu_service_holder_push(gt->holder, &h->held, &gt->gathers);
-    if (re_gather_due(g, false)
-        && gpu_service_gathers_finish(&gt->gathers, false)) {
+    if (re_gather_due(g, false) && gpu_service_gathers_room(&gt->gathers)) {
         /* Held packets wait for the chunking before them rather than make
          * the thread wait, unless the gather is full. */
         gpu_service_gathers_submit(&gt->gathers);
@@ -729,7 +728,7 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
 static void
 re_gatherer_free(struct re_gatherer *gt)
 {
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
         struct re_gather *g = &gt->slots[i];
 
         gpu_re_batch_destroy(g->batch);
@@ -814,9 +813,16 @@ re_gatherer_get(struct re_peer *p)
     gt->p = p;
     gt->cuda = gpu_re_chunker_backend(p->chunker) == GPU_RE_BACKEND_CUDA;
     gt->holder = &ho->holder;
-    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, &gt->slots[0],
-                             &gt->slots[1]);
-    for (int i = 0; i < 2; i++) {
+    void *slots[ARRAY_SIZE(gt->slots)];
+
+    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
+        slots[i] = &gt->slots[i];
+    }
+    /* One call in flight: the peer's stream is encoded a gather at a
+     * time, in order, on the host. */
+    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, slots,
+                             ARRAY_SIZE(gt->slots));
+    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
         struct re_gather *g = &gt->slots[i];
 
         g->gt = gt;
@@ -856,7 +862,7 @@ re_poll(const struct gpu_service_emitter *emitter,
     for (size_t i = 0; i < ho->n_gatherers; i++) {
         struct re_gatherer *gt = ho->gatherers[i];
 
-        if (gpu_service_gathers_finish(&gt->gathers, false)
+        if (gpu_service_gathers_room(&gt->gathers)
             && re_gather_due(gpu_service_gathers_filling(&gt->gathers),
                              mode != GPU_SERVICE_POLL_BUSY)) {
             gpu_service_gathers_submit(&gt->gathers);

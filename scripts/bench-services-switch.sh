@@ -160,8 +160,12 @@
 #
 # BENCH_IDS_LAUNCH=host|device in the environment: the gpu_ids rows'
 # ruleset option launch= (USAGE.md, "gpu_ids rulesets"): who launches
-# each scan's graph, the PMD (host, the default) or a scheduler kernel
-# on the device (device).
+# each scan's graph, the PMD (host) or a scheduler kernel on the device
+# (device, the default).
+#
+# BENCH_IDS_IN_FLIGHT=N in the environment: the gpu_ids rows' ruleset
+# option in-flight= (a thread's scans out at once, 1 to 3); with
+# BENCH_MAX_HOLD_US, how soon each gather of held packets starts.
 #
 # BENCH_RE_ENCODER=host|device in the environment: re_encode's option
 # encoder= (USAGE.md): the encoder's table probes, match extension and
@@ -604,6 +608,9 @@ start_row() {
             gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial"
             if test -n "${BENCH_IDS_LAUNCH:-}"; then
                 settings="$settings,launch=$BENCH_IDS_LAUNCH"
+            fi
+            if test -n "${BENCH_IDS_IN_FLIGHT:-}"; then
+                settings="$settings,in-flight=$BENCH_IDS_IN_FLIGHT"
             fi ;;
     esac
     start_switch "$3" $settings
