@@ -92,6 +92,9 @@ totals_block_release(void *block_)
     ovs_mutex_lock(&totals_mutex);
     block->in_use = false;
     ovs_mutex_unlock(&totals_mutex);
+    /* A later key's destructor in this exiting thread that counts takes
+     * a block again rather than write to one another thread may have. */
+    thread_totals = NULL;
 }
 
 static void
