@@ -517,12 +517,13 @@ gpu_service_held_init(struct gpu_service_held *h,
     }
 }
 
-void
-gpu_service_held_uninit(struct gpu_service_held *h)
+/* Frees held batch 'h' (from gpu_service_holder_new_held()), whose
+ * packets are gone, with its copy of the actions. */
+static void
+held_free(struct gpu_service_held *h)
 {
     free(h->actions);
-    h->actions = NULL;
-    h->actions_size = 0;
+    free(h);
 }
 
 /* Sends what 'h' holds on along its saved actions through 'emitter'
@@ -669,7 +670,8 @@ gpu_service_holder_init(struct gpu_service_holder *ho,
 }
 
 /* Held batches a holder keeps for reuse: two gathers' worth of datapath
- * batches, as many as are held at once at full load. */
+ * batches, as many as are held at once at full load with one call in
+ * flight (more calls out hold about as many, in smaller gathers). */
 #define HOLDER_MAX_SPARES 64
 
 struct gpu_service_held *
@@ -692,7 +694,7 @@ gpu_service_holder_recycle(struct gpu_service_holder *ho,
         ovs_list_push_front(&ho->spares, &h->node);
         ho->n_spares++;
     } else {
-        ho->class->free(h);
+        held_free(h);
     }
 }
 
@@ -760,10 +762,10 @@ gpu_service_holder_destroy(struct gpu_service_holder *ho)
     LIST_FOR_EACH_POP (h, node, &ho->held) {
         n_lost += dp_packet_batch_size(&h->packets);
         dp_packet_delete_batch(&h->packets, true);
-        ho->class->free(h);
+        held_free(h);
     }
     LIST_FOR_EACH_POP (h, node, &ho->spares) {
-        ho->class->free(h);
+        held_free(h);
     }
     ho->n_spares = 0;
     if (n_lost) {

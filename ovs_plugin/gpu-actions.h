@@ -377,8 +377,6 @@ struct gpu_service_held {
 void gpu_service_held_init(struct gpu_service_held *h,
                            const struct dp_packet_batch *packets,
                            const struct gpu_service_next *next);
-/* Frees what 'h' owns but its packets. */
-void gpu_service_held_uninit(struct gpu_service_held *h);
 
 struct gpu_service_gather_ops {
     enum gpu_fault_target target;   /* Whose injected faults (and "-slow"
@@ -445,15 +443,13 @@ void gpu_service_gathers_submit(struct gpu_service_gathers *);
 struct gpu_service_holder_class {
     const char *name;               /* The service, for log lines. */
     /* The size of the service's held batch, a struct that begins with
-     * its struct gpu_service_held. */
+     * its struct gpu_service_held: the holder allocates it
+     * (gpu_service_holder_new_held()) and frees it. */
     size_t held_size;
     /* Optional: applies ready batch 'h''s verdicts to its packets (drops
      * some) before the holder sends the rest on along its saved
      * actions. */
     void (*prepare)(struct gpu_service_held *h);
-    /* Frees 'h' and what it owns (gpu_service_held_uninit()); its packets
-     * are gone. */
-    void (*free)(struct gpu_service_held *h);
 };
 
 /* A thread's held batches of one service, oldest first. */

@@ -928,13 +928,6 @@ ids_gather_unbind(struct ids_gather *g)
 }
 
 static void
-ids_held_free(struct gpu_service_held *held)
-{
-    gpu_service_held_uninit(held);
-    free(CONTAINER_OF(held, struct ids_held, held));
-}
-
-static void
 ids_gatherer_destroy(void *gt_)
 {
     struct ids_gatherer *gt = gt_;
@@ -968,7 +961,6 @@ static const struct gpu_service_holder_class ids_holder_class = {
     .name = "gpu_ids",
     .held_size = sizeof(struct ids_held),
     .prepare = ids_held_prepare,
-    .free = ids_held_free,
 };
 
 static struct ids_gatherer *

@@ -768,17 +768,9 @@ re_holder_key_create(void)
     xpthread_key_create(&holder_key, re_holder_destroy);
 }
 
-static void
-re_held_free(struct gpu_service_held *held)
-{
-    gpu_service_held_uninit(held);
-    free(CONTAINER_OF(held, struct re_held, held));
-}
-
 static const struct gpu_service_holder_class re_holder_class = {
     .name = "re_encode",
     .held_size = sizeof(struct re_held),
-    .free = re_held_free,
 };
 
 static struct re_holder *
