@@ -238,7 +238,10 @@ endif
 # from the services' mbuf pool, and the re pair across two bridges gives
 # back the input byte for byte and in order; then drop-mode gpu_ids
 # holding DPDK's mbufs, on a switch that alternates it with no service
-# (--alternate), drops exactly what it matched.  One service packet in 3
+# (--alternate), drops exactly what it matched, and alert-mode gpu_ids,
+# reading the mbufs of packets that went on (referenced), matches what it
+# matches copying them, and exactly the packets the signature was planted
+# in.  One service packet in 3
 # comes from the heap (BENCH_PKT_HEAP), so that batches mix mbufs and
 # heap packets as an empty pool makes them.  The dummy datapath of the
 # autotests has no mbufs, so this is where the DPDK side of the services
@@ -255,7 +258,8 @@ if HAVE_DPDK
 		--services "fec re" --backends cpu --seconds 1 --count 3000 \
 		&& $(srcdir)/scripts/bench-services-switch.sh --check \
 		--rules data/snort-community/community.rules \
-		--services ids-drop --alternate 1 --backends cpu --seconds 1 \
+		--services "ids-drop ids-alert" --alternate 1 --backends cpu \
+		--seconds 1 \
 		--count 3000 --out dpdk-services-ids.txt' \
 		> dpdk-services.log 2>&1; \
 	status=$$?; tail -6 dpdk-services.log; exit $$status

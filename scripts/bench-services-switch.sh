@@ -149,6 +149,12 @@
 # ids-alert-hold, an experiment: the device then reads the payloads in
 # place).
 #
+# BENCH_IDS_ALERT_COPY=1 in the environment: alert-mode gpu_ids copies
+# every payload into its gather (gpu/inject-fault ids-alert-copy) instead
+# of reading the packets' mbufs in place after they went on: the way
+# before, to measure both in one switch.  --check otherwise wants some
+# read in place.
+#
 # BENCH_RE_COPY=1 in the environment: re_encode copies every gathered
 # payload into its pinned gather (gpu/inject-fault re-copy) instead of
 # having the chunker read it in the held packet: the way before, to
@@ -317,10 +323,14 @@ checks() {
         ids-*)
             s=$(ovs-appctl gpu-ids/show bench)
             echo "$s" | awk '/^  matched:/ { m = $2; d = $4 }
+                /^  packets scanned:/ { n = $3 }
                 /^  errors/ { e = $4 }
                 /^  scans launched by the device:/ { l = $6 }
-                END { printf "matched %s dropped %s errors %s", m, d, e
-                      if (l != "") printf " device-launched %s", l }' \
+                /^  alert mode, packets read in place after/ { o = $NF }
+                END { printf "matched %s dropped %s errors %s scanned %s",
+                             m, d, e, n
+                      if (l != "") printf " device-launched %s", l
+                      if (o != "") printf " went-on-in-place %s", o }' \
                 | tr -d , ;;
         re|re-enc)
             s=$(ovs-appctl gpu-re/show)
@@ -421,14 +431,108 @@ check_row() {
                 # Nothing scanned: nothing may match or be dropped.
                 echo "$3" | awk '{ exit !($2 == 0 && $4 == 0) }' \
                     || why="$why, matches without a scan"
-            elif test $1 = ids-drop; then
+            fi
+            if test $1 = ids-drop; then
                 echo "$3" | awk '{ exit !($2 == $4 && $2 > 0) }' \
                     || why="$why, drops are not the matches"
+            elif test $2 != none && test -z "${BENCH_IDS_ALERT_COPY:-}" \
+                 && test -z "${BENCH_IDS_ALERT_HOLD:-}"; then
+                echo "$3" | grep -q 'went-on-in-place [1-9]' \
+                    || why="$why, no packet read in place after it went on"
             fi ;;
     esac
     if test -n "$why"; then
         FAILED="$FAILED
 $1 $2: ${why#, }"
+    fi
+}
+
+# send_once BRIDGE PCAP [VDEV]: PCAP sent once into BRIDGE by source port
+# p0 (OpenFlow port 10), DPDK's device VDEV (net_pcap0; a port added
+# again needs a new one); returns once p1 has sent COUNT frames more than
+# before, or has sent some and stopped (a minute at most).
+send_once() {
+    # p0 must not be polled before ofproto knows it, or the first upcalls
+    # fail and drop packets.  Pinned to a core with no PMD while p1
+    # isolates the only PMD, p0 waits unpolled.
+    ovs-vsctl set Interface p1 other_config:pmd-rxq-affinity="0:$pmd_core"
+    local base=$(dp_tx p1) last=0 n i
+    ovs-vsctl add-port $1 p0 -- set Interface p0 type=dpdk \
+        options:dpdk-devargs="${3:-net_pcap0},rx_pcap=$2,infinite_rx=0" \
+        ofport_request=10 \
+        other_config:pmd-rxq-affinity="0:$((pmd_core - 1))"
+    sleep 1
+    ovs-vsctl set Interface p0 other_config:pmd-rxq-affinity="0:$pmd_core"
+    for i in $(seq 1 60); do
+        sleep 1
+        n=$(( $(dp_tx p1) - ${base:-0} ))
+        test "$n" -ge "$COUNT" && break
+        test "$n" -gt 0 && test "$n" = "$last" && break
+        last=$n
+    done
+}
+
+# ids_counts BACKEND: the bench ruleset's packets scanned, packets matched,
+# packets with the planted signature's rule among them (counted by rule
+# on the CPU backend only, else "-"), and alert-mode packets read in place
+# after they went on.
+ids_counts() {
+    ovs-appctl gpu-ids/show bench | awk -v cpu=$(test $1 = cpu && echo 1) '
+        /^  packets scanned:/ { n = $3 } /^  matched:/ { m = $2 }
+        /^    sid 9000001:/ { p = $3 }
+        /^  alert mode, packets read in place after/ { o = $NF }
+        END { printf "%d %d %s %d\n", n, m, cpu ? p + 0 : "-", o }' \
+        | tr -d ,
+}
+
+# verify_ids BACKEND: alert-mode gpu_ids reads DPDK's mbufs in place after
+# their packets went on, their buffers referenced until the scan has read
+# them; a buffer reused sooner would have the scan read another packet.
+# The ids trace sent once, read in place, then sent again copied
+# (ids-alert-copy): both passes must scan every frame and match the same
+# packets, and on the CPU backend (which counts matches by rule) exactly
+# the TCP packets the signature was planted in (its rule's), counted in
+# the trace by pcap-count.py.
+verify_ids() {
+    local settings="gpu-device=$1 \
+gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial"
+    local planted one two why=
+    planted=$("$SRC/scripts/pcap-count.py" --proto 6 \
+              --containing "$SIGNATURE" "$RUN/ids.pcap")
+    local n1 m1 s1 o1 n2 m2 s2 o2
+    N_PORTS=1 start_switch - $settings
+    wait_log 'ruleset bench loaded' 30
+    ovs-ofctl del-flows br0
+    ovs-ofctl add-flow br0 \
+        "in_port=10,actions=gpu_ids(ruleset=bench,alert),output:p1"
+    send_once br0 "$RUN/ids.pcap"
+    sleep 1         # Each scan within IDS_GATHER_MAX_MS.
+    one=$(ids_counts $1)
+    ovs-vsctl del-port br0 p0
+    ovs-appctl gpu/inject-fault ids-alert-copy 1 >/dev/null
+    send_once br0 "$RUN/ids.pcap" net_pcap1
+    sleep 1
+    two=$(ids_counts $1)
+    stop_switch
+    read -r n1 m1 s1 o1 <<< "$one"
+    read -r n2 m2 s2 o2 <<< "$two"
+    test "$n1" = $COUNT && test "$n2" = $((2 * COUNT)) \
+        || why="$why, scanned $n1 then $n2 of $COUNT a pass"
+    test "$o1" -gt 0 && test "$o2" = "$o1" \
+        || why="$why, read in place after they went on: $o1 then $o2"
+    test $((m2 - m1)) = "$m1" \
+        || why="$why, matched $m1 in place but $((m2 - m1)) copied"
+    if test "$s1" != -; then
+        test "$s1" = $planted && test "$s2" = $((2 * planted)) \
+            || why="$why, planted $planted a pass, matched $s1 then $s2"
+    fi
+    printf '%-10s %-5s trace once, in place then copied: scanned %s, %s; '\
+'matched %s, %s; planted %s (%s, %s); in place %s\n' ids-alert "$1" \
+        "$n1" "$((n2 - n1))" "$m1" "$((m2 - m1))" $planted "$s1" "$s2" \
+        "$o1" | tee -a ${OUTFILE:+"$OUTFILE"}
+    if $CHECK && test -n "$why"; then
+        FAILED="$FAILED
+ids-alert $1 trace once: ${why#, }"
     fi
 }
 
@@ -454,26 +558,7 @@ verify_re() {
 cache=64M),output:link0"
     ovs-ofctl add-flow br1 "in_port=link1,actions=re_decode(peer=v,\
 cache=64M),output:p1"
-    # The trace is sent once: p0 must not be polled before ofproto knows
-    # it, or the first upcalls fail and drop packets.  Pinned to a core
-    # with no PMD while p1 isolates the only PMD, p0 waits unpolled.
-    ovs-vsctl set Interface p1 other_config:pmd-rxq-affinity="0:$pmd_core"
-    ovs-vsctl add-port br0 p0 -- set Interface p0 type=dpdk \
-        options:dpdk-devargs="net_pcap0,rx_pcap=$RUN/text.pcap,infinite_rx=0" \
-        ofport_request=10 \
-        other_config:pmd-rxq-affinity="0:$((pmd_core - 1))"
-    sleep 1
-    ovs-vsctl set Interface p0 other_config:pmd-rxq-affinity="0:$pmd_core"
-    # Until p1 has sent every frame, or has sent some and stopped (a
-    # minute at most).
-    local last=0
-    for i in $(seq 1 60); do
-        sleep 1
-        n=$(dp_tx p1)
-        test "$n" -ge "$COUNT" && break
-        test "$n" -gt 0 && test "$n" = "$last" && break
-        last=$n
-    done
+    send_once br0 "$RUN/text.pcap"
     local chk=$(checks re)
     local failed=$(ovs-appctl dpif-netdev/pmd-stats-show \
                    | awk '/miss with failed upcall:/ { n += $5 }
@@ -639,6 +724,10 @@ start_row() {
     fi
     if test -n "${BENCH_RE_COPY:-}"; then
         ovs-appctl gpu/inject-fault re-copy $BENCH_RE_COPY >/dev/null
+    fi
+    if test -n "${BENCH_IDS_ALERT_COPY:-}"; then
+        ovs-appctl gpu/inject-fault ids-alert-copy $BENCH_IDS_ALERT_COPY \
+            >/dev/null
     fi
     if test -n "${BENCH_INDEX_DISK_RATE:-}" && test $1 = index; then
         # The store opens in the main loop after the switch starts; the
@@ -835,6 +924,11 @@ done
 case " $SERVICES " in *" re "*)
     for backend in $BACKENDS; do
         case $backend in cuda) verify_re 0 ;; cpu) verify_re cpu ;; esac
+    done ;;
+esac
+case " $SERVICES " in *" ids-alert "*)
+    for backend in $BACKENDS; do
+        case $backend in cuda) verify_ids 0 ;; cpu) verify_ids cpu ;; esac
     done ;;
 esac
 if test "$REPEAT" -gt 1; then
