@@ -239,9 +239,8 @@ endif
 # back the input byte for byte and in order; then drop-mode gpu_ids
 # holding DPDK's mbufs, on a switch that alternates it with no service
 # (--alternate), drops exactly what it matched, and alert-mode gpu_ids,
-# reading the mbufs of packets that went on (referenced), matches what it
-# matches copying them, and exactly the packets the signature was planted
-# in.  One service packet in 3
+# the trace sent once, scans every frame and matches exactly the packets
+# the signature was planted in.  One service packet in 3
 # comes from the heap (BENCH_PKT_HEAP), so that batches mix mbufs and
 # heap packets as an empty pool makes them.  The dummy datapath of the
 # autotests has no mbufs, so this is where the DPDK side of the services

@@ -271,9 +271,6 @@ static const struct {
     [GPU_KNOB_IDS_NULL_SCAN] = { "ids-null-scan",
                                  "gpu_ids scans nothing, every gathered "
                                  "packet passes: %d" },
-    [GPU_KNOB_IDS_ALERT_COPY] = { "ids-alert-copy",
-                                  "alert-mode gpu_ids copies every "
-                                  "payload: %d" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -407,15 +404,13 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
         if (argc != 3 || !str_to_int(argv[2], 10, &n) || n < 0
             || (knob == GPU_KNOB_FEC_LOSS && n > 1000000)
             || ((knob == GPU_KNOB_IDS_ALERT_HOLD
-                 || knob == GPU_KNOB_RE_COPY
-                 || knob == GPU_KNOB_IDS_ALERT_COPY) && n > 1)) {
+                 || knob == GPU_KNOB_RE_COPY) && n > 1)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
                                         "ids-slow|re-slow|fec-slow US | "
                                         "fec-loss PPM | index-query-slow "
                                         "MS | pkt-heap N | "
                                         "ids-alert-hold 0|1 | "
-                                        "re-copy 0|1 | ids-null-scan 0|1 | "
-                                        "ids-alert-copy 0|1");
+                                        "re-copy 0|1 | ids-null-scan 0|1");
             return true;
         }
         char *msg = xasprintf(knobs[knob].what, n);
@@ -843,49 +838,9 @@ gpu_service_batch_stage(struct gpu_service_batch *b, uint8_t *dst)
     return true;
 }
 
-/* Keeps 'packet''s buffer from being reused until
- * gpu_service_packets_unref(), while the datapath sends the packet on and
- * frees it: true for a DPDK mbuf, whose reference count does that (every
- * free in OVS and DPDK's drivers honours it; OVS does not enable the
- * drivers' "fast free", which would not).  A packet of another kind
- * (malloc()'d, freed at once) has no reference to take. */
-static bool
-gpu_service_packet_ref(struct dp_packet *packet OVS_UNUSED)
-{
-#ifdef DPDK_NETDEV
-    if (packet->source == DPBUF_DPDK) {
-        rte_mbuf_refcnt_update(&packet->mbuf, 1);
-        return true;
-    }
-#endif
-    return false;
-}
-
-void
-gpu_service_packets_unref(struct dp_packet **refs OVS_UNUSED, size_t n)
-{
-#ifdef DPDK_NETDEV
-    /* Their mbufs' first lines have left the caches since they went on. */
-    enum { AHEAD = 8 };
-
-    for (size_t i = 0; i < MIN(n, AHEAD); i++) {
-        OVS_PREFETCH(&refs[i]->mbuf);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n) {
-            OVS_PREFETCH(&refs[i + AHEAD]->mbuf);
-        }
-        rte_pktmbuf_free(&refs[i]->mbuf);
-    }
-#else
-    ovs_assert(!n);
-#endif
-}
-
 size_t
 gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
-                                 const uint8_t **srcs, bool device,
-                                 struct dp_packet **refs)
+                                 const uint8_t **srcs)
 {
     size_t n_in_place = 0;
 
@@ -896,11 +851,7 @@ gpu_service_batch_stage_in_place(struct gpu_service_batch *b, uint8_t *dst,
         const uint8_t *payload = ((const uint8_t *) dp_packet_data(p->packet)
                                   + p->l4.payload_ofs);
 
-        if (gpu_service_read_in_place(payload, p->l4.payload_len, device)
-            && (!refs || gpu_service_packet_ref(p->packet))) {
-            if (refs) {
-                refs[n_in_place] = p->packet;
-            }
+        if (gpu_service_read_in_place(payload, p->l4.payload_len, true)) {
             srcs[i] = payload;
             n_in_place++;
         } else {

@@ -191,30 +191,16 @@ gpu_service_read_in_place(const void *payload, size_t len, bool device)
             && (!device || gpu_host_readable_in_place(payload, len)));
 }
 
-/* As gpu_service_batch_stage() into 'dst', for a batch whose payloads the
- * scan may read where they are: a payload of at least
- * GPU_SERVICE_IN_PLACE_MIN bytes that the reader may read in place (for
- * a 'device', in memory registered with it, gpu_host_readable_in_place():
- * DPDK's, once gpu_service_register_packet_memory() ran; for the CPU,
- * anywhere) is not copied, and 'srcs[i]' points at it; the others are
- * copied and their 'srcs[i]' is NULL.  The offsets are laid out as if all
- * were copied.  Returns how many are in place.
- *
- * With 'refs' NULL the packets must wait until the scan has read them
- * (held).  Otherwise they go on at once, and only a packet whose buffer
- * can be kept from reuse is read in place: a DPDK mbuf, whose reference
- * count this raises (gpu_service_packet_ref()); such packets are stored
- * in 'refs', as many as this returns, for gpu_service_packets_unref()
- * once the scan has read them. */
+/* As gpu_service_batch_stage() into 'dst', for a batch whose packets wait
+ * until the device has read them (held): a payload of at least
+ * GPU_SERVICE_IN_PLACE_MIN bytes in memory the device reads in place
+ * (gpu_host_readable_in_place(): DPDK's, once
+ * gpu_service_register_packet_memory() ran) is not copied, and 'srcs[i]'
+ * points at it; the others are copied and their 'srcs[i]' is NULL.  The
+ * offsets are laid out as if all were copied.  Returns how many are in
+ * place. */
 size_t gpu_service_batch_stage_in_place(struct gpu_service_batch *b,
-                                        uint8_t *dst, const uint8_t **srcs,
-                                        bool device,
-                                        struct dp_packet **refs);
-
-/* Drops the references that gpu_service_batch_stage_in_place() took to
- * the 'n' packets in 'refs': each packet's buffer goes back to its pool
- * if the datapath is done with it too. */
-void gpu_service_packets_unref(struct dp_packet **refs, size_t n);
+                                        uint8_t *dst, const uint8_t **srcs);
 
 /* Registers DPDK's memory, where packets' mbufs are, with CUDA device
  * 'device' so that services may give the device payloads in place
@@ -300,11 +286,7 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   (with ids-slow, no sooner than that), so that a benchmark can tell
  *   what holding and gathering cost the datapath thread from what the
  *   device's calls do; 0 stops it.  Never on a switch that needs its
- *   verdicts.
- *
- *   ids-alert-copy 1: alert-mode gpu_ids copies every payload into its
- *   gather, as it did before it read DPDK's mbufs in place, so that a
- *   benchmark can measure both ways in one switch; 0 stops it. */
+ *   verdicts. */
 enum gpu_service_knob {
     GPU_KNOB_IDS_SLOW,
     GPU_KNOB_RE_SLOW,
@@ -315,7 +297,6 @@ enum gpu_service_knob {
     GPU_KNOB_IDS_ALERT_HOLD,
     GPU_KNOB_RE_COPY,
     GPU_KNOB_IDS_NULL_SCAN,
-    GPU_KNOB_IDS_ALERT_COPY,
     GPU_KNOB_N
 };
 

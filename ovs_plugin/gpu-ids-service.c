@@ -38,8 +38,6 @@
 #include "cmap.h"
 #include "hash.h"
 #include "dp-packet.h"
-#include "netlink.h"
-#include "odp-netlink.h"
 #include "flow.h"
 #include "openvswitch/list.h"
 #include "openvswitch/dynamic-string.h"
@@ -95,9 +93,6 @@ struct ids_ruleset {
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
-    atomic_uint64_t n_went_on_in_place; /* Alert mode: packets read
-                                         * where they were after they
-                                         * went on (mbufs referenced). */
     atomic_uint64_t n_in_place; /* Drop mode: packets the device read
                                  * where they were, not copied. */
     atomic_uint64_t n_frames;   /* Packets given whole to the matcher,
@@ -570,7 +565,6 @@ ids_account(struct ids_ruleset *r, size_t n,
 #define IDS_GATHER_PACKETS 4096
 #define IDS_GATHER_BYTES (4u << 20)
 #define IDS_GATHER_MAX_MS 2
-#define IDS_GATHER_REFS 1024
 
 /* A datapath batch held in drop mode until its verdicts are in. */
 struct ids_held {
@@ -607,12 +601,6 @@ struct ids_gather {
      * the scan, so their mbufs cannot be reused before it. */
     const uint8_t *srcs[IDS_GATHER_PACKETS];
     size_t n_in_place;
-    /* Alert mode's packets read in place although they went on: their
-     * buffers referenced until the scan completes (at most
-     * IDS_GATHER_REFS, so that a thread keeps few mbufs out of their
-     * pools, and those not long enough to leave the caches). */
-    struct dp_packet *refs[IDS_GATHER_PACKETS];
-    size_t n_refs;
     /* Counted into the ruleset's counters when the scan completes, not a
      * batch at a time: each locked add to a line that every PMD thread
      * using the ruleset writes costs the thread a wait (see 'totals' in
@@ -742,8 +730,6 @@ ids_gather_count(struct ids_gather *g)
 static void
 ids_gather_reset(struct ids_gather *g)
 {
-    gpu_service_packets_unref(g->refs, g->n_refs);
-    g->n_refs = 0;
     g->n = 0;
     g->n_payload_bytes = 0;
     g->n_dropping = 0;
@@ -833,8 +819,7 @@ ids_gather_complete(void *g_, int status)
     if (gpu_service_is_device_error(status)) {
         for (size_t i = 0; g->n_in_place && i < g->n; i++) {
             if (g->srcs[i]) {
-                /* Their packets are still held, or their buffers
-                 * referenced. */
+                /* Their packets are still held. */
                 memcpy(g->data + g->offsets[i], g->srcs[i],
                        g->offsets[i + 1] - g->offsets[i]);
             }
@@ -851,11 +836,8 @@ ids_gather_complete(void *g_, int status)
         ids_gather_held_info(g);
         ids_account(g->r, g->n, g->info, g->verdicts, n_bytes,
                     g->n_dropping ? g->dropping : NULL, NULL);
-        if (g->n_refs) {
-            gpu_counter_add(&g->r->n_went_on_in_place, g->n_refs);
-        }
-        if (g->n_in_place > g->n_refs) {
-            gpu_counter_add(&g->r->n_in_place, g->n_in_place - g->n_refs);
+        if (g->n_in_place) {
+            gpu_counter_add(&g->r->n_in_place, g->n_in_place);
         }
         ids_gather_set_ready(g, true);
         ids_gather_reset(g);
@@ -1055,19 +1037,9 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
 }
 
 /* True if the filling gather 'g' should be scanned now: it is nearly
- * full (or holds IDS_GATHER_REFS references), or its oldest alert-mode
- * packet waited IDS_GATHER_MAX_MS, or it
+ * full, or its oldest alert-mode packet waited IDS_GATHER_MAX_MS, or it
  * holds drop-mode packets and its oldest waited gpu-max-hold-us or
  * 'idle' says no more packets are coming to gather with. */
-/* Whether 'g' keeps packets, or their buffers, from going on or back to
- * their pools until its scan completes: held drop-mode packets, or alert
- * mode's references. */
-static bool
-ids_gather_holds(const struct ids_gather *g)
-{
-    return g->n_dropping || g->n_refs;
-}
-
 static bool
 ids_gather_due(const struct ids_gather *g, bool idle)
 {
@@ -1077,26 +1049,24 @@ ids_gather_due(const struct ids_gather *g, bool idle)
         return false;
     }
     if (g->n > IDS_GATHER_PACKETS - NETDEV_MAX_BURST
-        || g->n_refs > IDS_GATHER_REFS - NETDEV_MAX_BURST
-        || (ids_gather_holds(g) && idle)) {
+        || (g->n_dropping && idle)) {
         return true;
     }
     now = time_usec();
     return (now - g->first_us >= IDS_GATHER_MAX_MS * 1000
-            || (ids_gather_holds(g)
+            || (g->n_dropping
                 && now - g->first_held_us
                    >= gpu_services_get_max_hold_us()));
 }
 
 /* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with
- * 'h' NULL (its packets read in place where 'reference' allows, see
- * ids_may_reference()), else as the held batch 'h', which this puts in
- * the thread's FIFO.  Returns false if it could not, and the caller scans
- * 'b' at once. */
+ * 'h' NULL, else as the held batch 'h', which this puts in the thread's
+ * FIFO.  Returns false if it could not, and the caller scans 'b' at
+ * once. */
 static bool
 ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
            struct gpu_service_batch *b, const struct gpu_ids_pkt_hdr *hdrs,
-           struct ids_held *h, bool reference)
+           struct ids_held *h)
 {
     struct ids_gather *g;
 
@@ -1113,10 +1083,10 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->offsets[0] = 0;
         g->gen = ++gt->gen;
     }
-    if ((h || reference) && !ids_gather_holds(g)) {
-        g->first_held_us = g->n ? time_usec() : g->first_us;
-    }
     if (h) {
+        if (!g->n_dropping) {
+            g->first_held_us = g->n ? time_usec() : g->first_us;
+        }
         h->gen = g->gen;
         h->first = g->n;
         g->n_held++;
@@ -1124,19 +1094,10 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->n_dropping += b->n;
     }
     /* The payloads' one copy: straight into the gather's pinned buffer;
-     * held ones the device can read where they are, not at all, nor
-     * those whose buffers a reference keeps while they go on. */
-    bool cuda = gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA;
-    if (h && cuda) {
+     * held ones the device can read where they are, not at all. */
+    if (h && gpu_ids_matcher_backend(r->matcher) == GPU_IDS_BACKEND_CUDA) {
         g->n_in_place += gpu_service_batch_stage_in_place(
-            b, g->data + g->offsets[g->n], g->srcs + g->n, true, NULL);
-    } else if (!h && reference) {
-        size_t n = gpu_service_batch_stage_in_place(
-            b, g->data + g->offsets[g->n], g->srcs + g->n, cuda,
-            g->refs + g->n_refs);
-
-        g->n_refs += n;
-        g->n_in_place += n;
+            b, g->data + g->offsets[g->n], g->srcs + g->n);
     } else {
         gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
         memset(g->srcs + g->n, 0, b->n * sizeof g->srcs[0]);
@@ -1165,7 +1126,7 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->n_payload_bytes += b->n_bytes;
     }
     if (ids_gather_due(g, false)
-        && (!ids_gather_holds(g)
+        && (!g->n_dropping
             || gpu_service_gathers_room(&gt->gathers))) {
         /* Held packets wait for a scan out to complete, when the
          * ruleset's in-flight are, rather than make the thread wait,
@@ -1324,31 +1285,6 @@ ids_batch_as_frames(struct gpu_service_batch *b,
     return true;
 }
 
-/* Whether alert mode may read a batch's payloads where they are after its
- * packets went on (gpu_service_batch_stage_in_place() with references):
- * only if nothing changes them before they are sent, that is, if the
- * flow's actions after gpu_ids only output them, and the datapath gives
- * them up ('may_steal').  A later action that rewrote them (a header
- * pushed or popped moves a frame's bytes, re_encode rewrites its payload)
- * would have the scan read what it wrote. */
-static bool
-ids_may_reference(bool may_steal, const struct gpu_service_next *next)
-{
-    const struct nlattr *a;
-    size_t left;
-
-    if (!may_steal || !next || !next->actions_len
-        || gpu_service_test_knob(GPU_KNOB_IDS_ALERT_COPY)) {
-        return false;
-    }
-    NL_ATTR_FOR_EACH (a, left, next->actions, next->actions_len) {
-        if (nl_attr_type(a) != OVS_ACTION_ATTR_OUTPUT) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Scans 'b' for gpu_ids(args): the 'hold' of struct gpu_service_impl
  * ('packets' is the datapath batch 'b' was staged from).  Alert mode and
  * the batches drop mode cannot hold are scanned as 'run' would. */
@@ -1412,7 +1348,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
         if (gt) {
             struct ids_held *h = ids_held_create(gt, packets, next, !alert);
 
-            if (ids_gather(gt, r, b, hdrs, h, false)) {
+            if (ids_gather(gt, r, b, hdrs, h)) {
                 /* The packets are the held batch's now. */
                 dp_packet_batch_init(packets);
                 return;
@@ -1433,8 +1369,7 @@ ids_scan(const char *args, struct gpu_service_batch *b,
     }
     /* Alert mode's packets go on at once, their payloads gathered for a
      * later scan. */
-    if (alert && ids_gather(ids_gatherer_get(true), r, b, hdrs, NULL,
-                            ids_may_reference(may_steal, next))) {
+    if (alert && ids_gather(ids_gatherer_get(true), r, b, hdrs, NULL)) {
         return;
     }
     if (!parsed) {
@@ -1548,12 +1483,6 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
         ds_put_format(s, "  held packets read in place by the device (in "
                       "DPDK memory): %"PRIu64"\n",
                       read_counter(&r->n_in_place));
-    }
-    uint64_t n_went_on_in_place = read_counter(&r->n_went_on_in_place);
-    if (n_went_on_in_place) {
-        ds_put_format(s, "  alert mode, packets read in place after they "
-                      "went on (DPDK mbufs referenced): %"PRIu64"\n",
-                      n_went_on_in_place);
     }
     ds_put_format(s, "  errors (packets passed): %"PRIu64", CPU fallbacks: "
                   "%"PRIu64"\n", read_counter(&r->n_errors), ms.n_fallbacks);

@@ -149,12 +149,6 @@
 # ids-alert-hold, an experiment: the device then reads the payloads in
 # place).
 #
-# BENCH_IDS_ALERT_COPY=1 in the environment: alert-mode gpu_ids copies
-# every payload into its gather (gpu/inject-fault ids-alert-copy) instead
-# of reading the packets' mbufs in place after they went on: the way
-# before, to measure both in one switch.  --check otherwise wants some
-# read in place.
-#
 # BENCH_RE_COPY=1 in the environment: re_encode copies every gathered
 # payload into its pinned gather (gpu/inject-fault re-copy) instead of
 # having the chunker read it in the held packet: the way before, to
@@ -326,11 +320,9 @@ checks() {
                 /^  packets scanned:/ { n = $3 }
                 /^  errors/ { e = $4 }
                 /^  scans launched by the device:/ { l = $6 }
-                /^  alert mode, packets read in place after/ { o = $NF }
                 END { printf "matched %s dropped %s errors %s scanned %s",
                              m, d, e, n
-                      if (l != "") printf " device-launched %s", l
-                      if (o != "") printf " went-on-in-place %s", o }' \
+                      if (l != "") printf " device-launched %s", l }' \
                 | tr -d , ;;
         re|re-enc)
             s=$(ovs-appctl gpu-re/show)
@@ -435,10 +427,6 @@ check_row() {
             if test $1 = ids-drop; then
                 echo "$3" | awk '{ exit !($2 == $4 && $2 > 0) }' \
                     || why="$why, drops are not the matches"
-            elif test $2 != none && test -z "${BENCH_IDS_ALERT_COPY:-}" \
-                 && test -z "${BENCH_IDS_ALERT_HOLD:-}"; then
-                echo "$3" | grep -q 'went-on-in-place [1-9]' \
-                    || why="$why, no packet read in place after it went on"
             fi ;;
     esac
     if test -n "$why"; then
@@ -473,63 +461,43 @@ send_once() {
 }
 
 # ids_counts BACKEND: the bench ruleset's packets scanned, packets matched,
-# packets with the planted signature's rule among them (counted by rule
-# on the CPU backend only, else "-"), and alert-mode packets read in place
-# after they went on.
+# and packets with the planted signature's rule among them (counted by
+# rule on the CPU backend only, else "-").
 ids_counts() {
     ovs-appctl gpu-ids/show bench | awk -v cpu=$(test $1 = cpu && echo 1) '
         /^  packets scanned:/ { n = $3 } /^  matched:/ { m = $2 }
         /^    sid 9000001:/ { p = $3 }
-        /^  alert mode, packets read in place after/ { o = $NF }
-        END { printf "%d %d %s %d\n", n, m, cpu ? p + 0 : "-", o }' \
-        | tr -d ,
+        END { printf "%d %d %s\n", n, m, cpu ? p + 0 : "-" }' | tr -d ,
 }
 
-# verify_ids BACKEND: alert-mode gpu_ids reads DPDK's mbufs in place after
-# their packets went on, their buffers referenced until the scan has read
-# them; a buffer reused sooner would have the scan read another packet.
-# The ids trace sent once, read in place, then sent again copied
-# (ids-alert-copy): both passes must scan every frame and match the same
-# packets, and on the CPU backend (which counts matches by rule) exactly
-# the TCP packets the signature was planted in (its rule's), counted in
-# the trace by pcap-count.py.
+# verify_ids BACKEND: the ids trace sent once through alert-mode gpu_ids
+# (which gathers copies of the packets that went on): every frame must be
+# scanned, and on the CPU backend (which counts matches by rule) exactly
+# the TCP packets the signature was planted in must match its rule (they
+# are counted in the trace by pcap-count.py); the packets matched are
+# printed, for the backends' rows to be compared.
 verify_ids() {
     local settings="gpu-device=$1 \
 gpu-ids-ruleset-bench=$RUN/bench.rules,commented,partial"
-    local planted one two why=
+    local planted counts n m p why=
     planted=$("$SRC/scripts/pcap-count.py" --proto 6 \
               --containing "$SIGNATURE" "$RUN/ids.pcap")
-    local n1 m1 s1 o1 n2 m2 s2 o2
     N_PORTS=1 start_switch - $settings
     wait_log 'ruleset bench loaded' 30
     ovs-ofctl del-flows br0
     ovs-ofctl add-flow br0 \
         "in_port=10,actions=gpu_ids(ruleset=bench,alert),output:p1"
     send_once br0 "$RUN/ids.pcap"
-    sleep 1         # Each scan within IDS_GATHER_MAX_MS.
-    one=$(ids_counts $1)
-    ovs-vsctl del-port br0 p0
-    ovs-appctl gpu/inject-fault ids-alert-copy 1 >/dev/null
-    send_once br0 "$RUN/ids.pcap" net_pcap1
-    sleep 1
-    two=$(ids_counts $1)
+    sleep 1         # Each gather is scanned within IDS_GATHER_MAX_MS.
+    counts=$(ids_counts $1)
     stop_switch
-    read -r n1 m1 s1 o1 <<< "$one"
-    read -r n2 m2 s2 o2 <<< "$two"
-    test "$n1" = $COUNT && test "$n2" = $((2 * COUNT)) \
-        || why="$why, scanned $n1 then $n2 of $COUNT a pass"
-    test "$o1" -gt 0 && test "$o2" = "$o1" \
-        || why="$why, read in place after they went on: $o1 then $o2"
-    test $((m2 - m1)) = "$m1" \
-        || why="$why, matched $m1 in place but $((m2 - m1)) copied"
-    if test "$s1" != -; then
-        test "$s1" = $planted && test "$s2" = $((2 * planted)) \
-            || why="$why, planted $planted a pass, matched $s1 then $s2"
-    fi
-    printf '%-10s %-5s trace once, in place then copied: scanned %s, %s; '\
-'matched %s, %s; planted %s (%s, %s); in place %s\n' ids-alert "$1" \
-        "$n1" "$((n2 - n1))" "$m1" "$((m2 - m1))" $planted "$s1" "$s2" \
-        "$o1" | tee -a ${OUTFILE:+"$OUTFILE"}
+    read -r n m p <<< "$counts"
+    test "$n" = $COUNT || why="$why, scanned $n of $COUNT"
+    test "$p" = - || test "$p" = "$planted" \
+        || why="$why, $planted packets planted, $p matched its rule"
+    printf '%-10s %-5s trace once: scanned %s of %s, matched %s; planted '\
+'%s, matched its rule %s\n' ids-alert "$1" "$n" $COUNT "$m" $planted "$p" \
+        | tee -a ${OUTFILE:+"$OUTFILE"}
     if $CHECK && test -n "$why"; then
         FAILED="$FAILED
 ids-alert $1 trace once: ${why#, }"
@@ -724,10 +692,6 @@ start_row() {
     fi
     if test -n "${BENCH_RE_COPY:-}"; then
         ovs-appctl gpu/inject-fault re-copy $BENCH_RE_COPY >/dev/null
-    fi
-    if test -n "${BENCH_IDS_ALERT_COPY:-}"; then
-        ovs-appctl gpu/inject-fault ids-alert-copy $BENCH_IDS_ALERT_COPY \
-            >/dev/null
     fi
     if test -n "${BENCH_INDEX_DISK_RATE:-}" && test $1 = index; then
         # The store opens in the main loop after the switch starts; the
