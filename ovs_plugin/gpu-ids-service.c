@@ -60,6 +60,15 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 
 #define RULESET_KEY_PREFIX "gpu-ids-ruleset-"
 
+/* Drop mode's defaults, measured in the switch on the H200 (docs/
+ * PERFORMANCE.md, twenty-sixth and twenty-seventh sessions): with three
+ * scans in flight and held packets gathered 25 us, a packet cost one PMD
+ * 120-146 ns, against 151-214 with one scan and 100 us (four pairs of
+ * runs, each in favour); 10 us was no different from 25. */
+#define IDS_IN_FLIGHT_DEFAULT 3
+#define IDS_HOLD_US_DEFAULT 25
+#define IDS_HOLD_US_MAX 10000   /* As gpu-max-hold-us's. */
+
 /* A loaded ruleset, as the PMD threads see it. */
 struct ids_ruleset {
     struct cmap_node node;      /* In 'rulesets', by hash of 'name'. */
@@ -68,8 +77,13 @@ struct ids_ruleset {
     char *path;
     bool partial, commented;
     unsigned int in_flight;     /* ",in-flight=N": a thread's scans out
-                                 * at once (1, the default, to
-                                 * GPU_SERVICE_GATHERS_MAX - 1). */
+                                 * at once (1 to GPU_SERVICE_GATHERS_MAX
+                                 * - 1; IDS_IN_FLIGHT_DEFAULT). */
+    unsigned int hold_us;       /* ",hold-us=N": how long drop mode
+                                 * gathers held packets before their scan
+                                 * starts, at most (0 to IDS_HOLD_US_MAX;
+                                 * IDS_HOLD_US_DEFAULT), and at most
+                                 * gpu-max-hold-us. */
     bool device_launch;         /* ",launch=device", the default: on
                                  * CUDA a scheduler kernel launches each
                                  * scan, the PMD rings a doorbell. */
@@ -156,8 +170,8 @@ ids_ruleset_unref(struct ids_ruleset *r)
     }
 }
 
-/* Parses "PATH[,partial][,commented][,launch=host|device][,in-flight=N]"
- * into 'r'. */
+/* Parses "PATH[,partial][,commented][,launch=host|device][,in-flight=N]
+ * [,hold-us=N]" into 'r'. */
 static char *
 ids_parse_config(const char *value, struct ids_ruleset *r)
 {
@@ -169,8 +183,8 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
     if (!item || item[0] != '/') {
         error = xasprintf("\"%s\": expected an absolute path to a rule "
                           "file, then optionally \",partial\", "
-                          "\",commented\", \",launch=host|device\" and "
-                          "\",in-flight=N\"",
+                          "\",commented\", \",launch=host|device\", "
+                          "\",in-flight=N\" and \",hold-us=N\"",
                           value);
         goto out;
     }
@@ -199,6 +213,18 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             r->in_flight = n;
             continue;
         }
+        if (!strncmp(item, "hold-us=", 8)) {
+            unsigned int us;
+
+            if (!str_to_uint(item + 8, 10, &us) || us > IDS_HOLD_US_MAX) {
+                error = xasprintf("\"%s\": hold-us must be 0 to %d, not "
+                                  "\"%s\"", value, IDS_HOLD_US_MAX,
+                                  item + 8);
+                goto out;
+            }
+            r->hold_us = us;
+            continue;
+        }
 
         bool *flag = (!strncmp(item, "partial", 7) ? &r->partial
                       : !strncmp(item, "commented", 9) ? &r->commented
@@ -209,7 +235,8 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             || (!*rest && strcmp(item, "partial")
                 && strcmp(item, "commented"))) {
             error = xasprintf("\"%s\": unknown option \"%s\" (known: "
-                              "partial, commented, launch, in-flight)",
+                              "partial, commented, launch, in-flight, "
+                              "hold-us)",
                               value, item);
             goto out;
         }
@@ -240,7 +267,8 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
      * session): a host launch of the scan's graph costs drop mode's PMD
      * ~30-70 ns a packet more than the doorbell. */
     r->device_launch = true;
-    r->in_flight = 1;
+    r->in_flight = IDS_IN_FLIGHT_DEFAULT;
+    r->hold_us = IDS_HOLD_US_DEFAULT;
     *errorp = ids_parse_config(value, r);
     if (*errorp) {
         ids_ruleset_destroy(r);
@@ -551,12 +579,12 @@ ids_account(struct ids_ruleset *r, size_t n,
  * matching packets and sends the rest on along the saved actions, oldest
  * batch first, so packets keep their order.  A gather with held packets
  * is submitted as soon as fewer than the ruleset's in-flight scans
- * (default 1) are out and its oldest packet waited gpu-max-hold-us, or
- * the thread received nothing (no more packets to gather with), or it is
- * nearly full; so with one scan in flight a held packet waits at most
- * about gpu-max-hold-us plus two scans, and with more, about
- * gpu-max-hold-us plus one if the device runs them side by side (its
- * launch does).  The PMD thread waits for the device only when every
+ * (default 3) are out and its oldest packet waited the ruleset's hold-us
+ * (default 25, at most gpu-max-hold-us), or the thread received nothing
+ * (no more packets to gather with), or it is nearly full; so with one
+ * scan in flight a held packet waits at most about hold-us plus two
+ * scans, and with more, about hold-us plus one if the device runs them
+ * side by side (its launch does).  The PMD thread waits for the device only when every
  * gather is full, or when it reloads or exits.  A batch that cannot be
  * held (the caller keeps its packets, or gpu_ids is nested in clone or
  * sample, where the datapath does not say what follows) first sends on
@@ -1038,8 +1066,8 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
 
 /* True if the filling gather 'g' should be scanned now: it is nearly
  * full, or its oldest alert-mode packet waited IDS_GATHER_MAX_MS, or it
- * holds drop-mode packets and its oldest waited gpu-max-hold-us or
- * 'idle' says no more packets are coming to gather with. */
+ * holds drop-mode packets and its oldest waited hold-us (gpu-max-hold-us
+ * if less) or 'idle' says no more packets are coming to gather with. */
 static bool
 ids_gather_due(const struct ids_gather *g, bool idle)
 {
@@ -1056,7 +1084,7 @@ ids_gather_due(const struct ids_gather *g, bool idle)
     return (now - g->first_us >= IDS_GATHER_MAX_MS * 1000
             || (g->n_dropping
                 && now - g->first_held_us
-                   >= gpu_services_get_max_hold_us()));
+                   >= MIN(g->r->hold_us, gpu_services_get_max_hold_us())));
 }
 
 /* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with
@@ -1445,9 +1473,10 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     ds_put_format(s, "ruleset %s: %s%s%s\n", r->name, r->path,
                   r->partial ? " (partial)" : "",
                   r->commented ? " (commented rules too)" : "");
-    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u), loaded "
-                  "%.0f s ago\n", gpu_ids_backend_name(ms.backend),
-                  r->device_launch ? "device" : "host", r->in_flight, secs);
+    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u, hold-us=%u), "
+                  "loaded %.0f s ago\n", gpu_ids_backend_name(ms.backend),
+                  r->device_launch ? "device" : "host", r->in_flight,
+                  r->hold_us, secs);
     ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
                   "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
                   st.n_skipped);

@@ -156,16 +156,18 @@
 #
 # BENCH_MAX_HOLD_US=US in the environment: other_config:gpu-max-hold-us
 # (USAGE.md), how long a held packet may wait for its device call: the
-# size of drop mode's scans against the packets held meanwhile.
+# size of re_encode's calls against the packets held meanwhile (and a
+# bound on gpu_ids's hold-us, BENCH_IDS_HOLD_US).
 #
 # BENCH_IDS_LAUNCH=host|device in the environment: the gpu_ids rows'
 # ruleset option launch= (USAGE.md, "gpu_ids rulesets"): who launches
 # each scan's graph, the PMD (host) or a scheduler kernel on the device
 # (device, the default).
 #
-# BENCH_IDS_IN_FLIGHT=N in the environment: the gpu_ids rows' ruleset
-# option in-flight= (a thread's scans out at once, 1 to 3); with
-# BENCH_MAX_HOLD_US, how soon each gather of held packets starts.
+# BENCH_IDS_IN_FLIGHT=N and BENCH_IDS_HOLD_US=N in the environment: the
+# gpu_ids rows' ruleset options in-flight= (a thread's scans out at once,
+# 1 to 3) and hold-us= (how soon each gather of held packets starts, at
+# most gpu-max-hold-us).
 #
 # BENCH_RE_ENCODER=host|device in the environment: re_encode's option
 # encoder= (USAGE.md): the encoder's table probes, match extension and
@@ -664,6 +666,9 @@ start_row() {
             fi
             if test -n "${BENCH_IDS_IN_FLIGHT:-}"; then
                 settings="$settings,in-flight=$BENCH_IDS_IN_FLIGHT"
+            fi
+            if test -n "${BENCH_IDS_HOLD_US:-}"; then
+                settings="$settings,hold-us=$BENCH_IDS_HOLD_US"
             fi ;;
     esac
     start_switch "$3" $settings
