@@ -63,8 +63,9 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 /* Drop mode's defaults, measured in the switch on the H200 (docs/
  * PERFORMANCE.md, twenty-sixth and twenty-seventh sessions): with three
  * scans in flight and held packets gathered 25 us, a packet cost one PMD
- * 120-146 ns, against 151-214 with one scan and 100 us (four pairs of
- * runs, each in favour); 10 us was no different from 25. */
+ * 120-208 ns (median 138), against 151-214 (median 176) with one scan
+ * and 100 us, in five pairs of runs (four in favour, one even); 10 us
+ * was no different from 25. */
 #define IDS_IN_FLIGHT_DEFAULT 3
 #define IDS_HOLD_US_DEFAULT 25
 #define IDS_HOLD_US_MAX 10000   /* As gpu-max-hold-us's. */
