@@ -240,9 +240,9 @@ endif
 # holding DPDK's mbufs, on a switch that alternates it with no service
 # (--alternate), drops exactly what it matched, and alert-mode gpu_ids,
 # the trace sent once, scans every frame and matches exactly the packets
-# the signature was planted in.  One service packet in 3
-# comes from the heap (BENCH_PKT_HEAP), so that batches mix mbufs and
-# heap packets as an empty pool makes them.  The dummy datapath of the
+# the signature was planted in.  One service packet in 3 comes from the
+# heap (BENCH_PKT_HEAP), so that batches mix mbufs and heap packets as an
+# empty pool makes them.  The dummy datapath of the
 # autotests has no mbufs, so this is where the DPDK side of the services
 # is tested.
 check-dpdk-services: ovs-build
@@ -258,8 +258,7 @@ if HAVE_DPDK
 		&& $(srcdir)/scripts/bench-services-switch.sh --check \
 		--rules data/snort-community/community.rules \
 		--services "ids-drop ids-alert" --alternate 1 --backends cpu \
-		--seconds 1 \
-		--count 3000 --out dpdk-services-ids.txt' \
+		--seconds 1 --count 3000 --out dpdk-services-ids.txt' \
 		> dpdk-services.log 2>&1; \
 	status=$$?; tail -6 dpdk-services.log; exit $$status
 else
