@@ -1474,10 +1474,16 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     ds_put_format(s, "ruleset %s: %s%s%s\n", r->name, r->path,
                   r->partial ? " (partial)" : "",
                   r->commented ? " (commented rules too)" : "");
-    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u, hold-us=%u), "
-                  "loaded %.0f s ago\n", gpu_ids_backend_name(ms.backend),
+    /* The hold that applies: gpu-max-hold-us bounds every service's. */
+    unsigned int max_hold_us = gpu_services_get_max_hold_us();
+    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u, hold-us=%u",
+                  gpu_ids_backend_name(ms.backend),
                   r->device_launch ? "device" : "host", r->in_flight,
-                  r->hold_us, secs);
+                  r->hold_us);
+    if (max_hold_us < r->hold_us) {
+        ds_put_format(s, ", %u by gpu-max-hold-us", max_hold_us);
+    }
+    ds_put_format(s, "), loaded %.0f s ago\n", secs);
     ds_put_format(s, "  rules: %"PRIu32" loaded (%"PRIu32" on contents "
                   "alone), %"PRIu32" skipped\n", st.n_loaded, st.n_partial,
                   st.n_skipped);
