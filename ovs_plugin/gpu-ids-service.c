@@ -61,13 +61,17 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 #define RULESET_KEY_PREFIX "gpu-ids-ruleset-"
 
 /* Drop mode's defaults, measured in the switch on the H200 (docs/
- * PERFORMANCE.md, twenty-sixth and twenty-seventh sessions): with three
- * scans in flight and held packets gathered 25 us, a packet cost one PMD
- * 120-208 ns (median 138), against 151-214 (median 176) with one scan
- * and 100 us, in five pairs of runs (four in favour, one even); 10 us
- * was no different from 25. */
-#define IDS_IN_FLIGHT_DEFAULT 3
-#define IDS_HOLD_US_DEFAULT 25
+ * PERFORMANCE.md, twenty-sixth and twenty-seventh sessions).  Where one
+ * PMD thread has the GPU, three scans in flight with held packets
+ * gathered 25 us cost it 120-208 ns a packet (median 138) against
+ * 151-214 (median 176) for these defaults, in five pairs of runs; where
+ * four share it, 50 and 53 ns against 35 and 33 (four times the scans,
+ * each with its cost to the thread).  Several PMDs are the usual
+ * deployment, so the defaults stay one scan and 100 us (gpu-max-hold-us's
+ * default, as before hold-us), and USAGE.md gives the single PMD's
+ * setting. */
+#define IDS_IN_FLIGHT_DEFAULT 1
+#define IDS_HOLD_US_DEFAULT 100
 #define IDS_HOLD_US_MAX 10000   /* As gpu-max-hold-us's. */
 
 /* A loaded ruleset, as the PMD threads see it. */
@@ -580,8 +584,8 @@ ids_account(struct ids_ruleset *r, size_t n,
  * matching packets and sends the rest on along the saved actions, oldest
  * batch first, so packets keep their order.  A gather with held packets
  * is submitted as soon as fewer than the ruleset's in-flight scans
- * (default 3) are out and its oldest packet waited the ruleset's hold-us
- * (default 25, at most gpu-max-hold-us), or the thread received nothing
+ * (default 1) are out and its oldest packet waited the ruleset's hold-us
+ * (default 100, at most gpu-max-hold-us), or the thread received nothing
  * (no more packets to gather with), or it is nearly full; so with one
  * scan in flight a held packet waits at most about hold-us plus two
  * scans, and with more, about hold-us plus one if the device runs them
