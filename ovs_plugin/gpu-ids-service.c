@@ -110,6 +110,9 @@ struct ids_ruleset {
     atomic_uint64_t n_not_ip;   /* Packets with nothing to scan. */
     atomic_uint64_t n_gathered; /* In scans under way. */
     atomic_uint64_t n_held;     /* Drop mode: batches held for verdicts. */
+    atomic_uint64_t held_us;    /* Drop mode: what each scan's oldest held
+                                 * packet waited for its verdicts... */
+    atomic_uint64_t n_held_scans;   /* ...summed over these scans. */
     atomic_uint64_t n_not_held; /* Drop mode: batches that could not be
                                  * held, scanned at once. */
     atomic_uint64_t n_in_place; /* Drop mode: packets the device read
@@ -756,6 +759,10 @@ ids_gather_count(struct ids_gather *g)
     }
     if (g->n_held) {
         gpu_counter_add(&r->n_held, g->n_held);
+        /* The latency drop mode adds, which the ruleset's in-flight and
+         * hold-us trade against the PMD's time: an operator's figure. */
+        gpu_counter_add(&r->held_us, time_usec() - g->first_held_us);
+        gpu_counter_add(&r->n_held_scans, 1);
     }
 }
 
@@ -1514,6 +1521,13 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   "verdicts, %"PRIu64" scanned at once (could not be "
                   "held)\n", read_counter(&r->n_held),
                   read_counter(&r->n_not_held));
+    uint64_t n_held_scans = read_counter(&r->n_held_scans);
+    if (n_held_scans) {
+        ds_put_format(s, "  held: %"PRIu64" us on average, a scan's first "
+                      "held packet to its verdicts (%"PRIu64" scans)\n",
+                      read_counter(&r->held_us) / n_held_scans,
+                      n_held_scans);
+    }
     ds_put_format(s, "  scans in flight: up to %"PRIu64" at once (in-flight="
                   "%u)\n", read_counter(&r->most_in_flight), r->in_flight);
     ds_put_format(s, "  parsed: %"PRIu64" packets by the matcher, %"PRIu64

@@ -753,7 +753,7 @@ stop_row() {
                 "$RUN/ovs-vswitchd.log" || true
             case $1 in
                 ids-*) ovs-appctl gpu-ids/show bench | awk 'NR <= 12 ||
-                           /runtime calls|drop mode|in place|in flight/' ;;
+                           /runtime calls|drop mode|held:|in place|in flight/' ;;
                 re*) ovs-appctl gpu-re/show ;;
                 fec*) ovs-appctl gpu-fec/show ;;
                 index) ovs-appctl gpu-index/show bench ;;
