@@ -322,9 +322,11 @@ checks() {
                 /^  packets scanned:/ { n = $3 }
                 /^  errors/ { e = $4 }
                 /^  scans launched by the device:/ { l = $6 }
+                /^  held: / { h = $2 }
                 END { printf "matched %s dropped %s errors %s scanned %s",
                              m, d, e, n
-                      if (l != "") printf " device-launched %s", l }' \
+                      if (l != "") printf " device-launched %s", l
+                      if (h != "") printf " held-us %s", h }' \
                 | tr -d , ;;
         re|re-enc)
             s=$(ovs-appctl gpu-re/show)
