@@ -65,11 +65,11 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
  * PMD thread has the GPU, three scans in flight with held packets
  * gathered 25 us cost it 120-208 ns a packet (median 138) against
  * 151-214 (median 176) for these defaults, in five pairs of runs; where
- * four share it, 50 and 53 ns against 35 and 33 (four times the scans,
- * each with its cost to the thread).  Several PMDs are the usual
- * deployment, so the defaults stay one scan and 100 us (gpu-max-hold-us's
- * default, as before hold-us), and USAGE.md gives the single PMD's
- * setting. */
+ * four share it, 50 and 53 ns against 35 and 33 (with 2.7 times the
+ * scans; why they cost four threads that much is not known yet).
+ * Several PMDs are the usual deployment, so the defaults stay one scan
+ * and 100 us (gpu-max-hold-us's default, as before hold-us), and
+ * USAGE.md gives the single PMD's setting. */
 #define IDS_IN_FLIGHT_DEFAULT 1
 #define IDS_HOLD_US_DEFAULT 100
 #define IDS_HOLD_US_MAX 10000   /* As gpu-max-hold-us's. */
