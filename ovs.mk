@@ -242,9 +242,8 @@ endif
 # the trace sent once, scans every frame and matches exactly the packets
 # the signature was planted in.  One service packet in 3 comes from the
 # heap (BENCH_PKT_HEAP), so that batches mix mbufs and heap packets as an
-# empty pool makes them.  The dummy datapath of the
-# autotests has no mbufs, so this is where the DPDK side of the services
-# is tested.
+# empty pool makes them.  The dummy datapath of the autotests has no
+# mbufs, so this is where the DPDK side of the services is tested.
 check-dpdk-services: ovs-build
 if HAVE_DPDK
 	$(AM_V_at)b=$(abs_top_builddir)/ovs; \

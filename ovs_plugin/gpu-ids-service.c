@@ -55,6 +55,7 @@
 #include "gpu_runtime/gpu-runtime.h"
 #include "gpu_services/ids/gpu-ids.h"
 #include "ovs_plugin/gpu-actions.h"
+#include "ovs_plugin/gpu-dpcls.h"
 
 VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 
@@ -71,8 +72,8 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
  * and 100 us (gpu-max-hold-us's default, as before hold-us), and
  * USAGE.md gives the single PMD's setting. */
 #define IDS_IN_FLIGHT_DEFAULT 1
-#define IDS_HOLD_US_DEFAULT 100
-#define IDS_HOLD_US_MAX 10000   /* As gpu-max-hold-us's. */
+#define IDS_HOLD_US_DEFAULT GPU_DPCLS_MAX_HOLD_US_DEFAULT
+#define IDS_HOLD_US_MAX GPU_DPCLS_MAX_HOLD_US_MAX  /* gpu-max-hold-us's. */
 
 /* A loaded ruleset, as the PMD threads see it. */
 struct ids_ruleset {

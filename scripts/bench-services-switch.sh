@@ -427,8 +427,7 @@ check_row() {
                 # Nothing scanned: nothing may match or be dropped.
                 echo "$3" | awk '{ exit !($2 == 0 && $4 == 0) }' \
                     || why="$why, matches without a scan"
-            fi
-            if test $1 = ids-drop; then
+            elif test $1 = ids-drop; then
                 echo "$3" | awk '{ exit !($2 == $4 && $2 > 0) }' \
                     || why="$why, drops are not the matches"
             fi ;;
