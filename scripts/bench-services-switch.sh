@@ -165,9 +165,10 @@
 # (device, the default).
 #
 # BENCH_IDS_IN_FLIGHT=N and BENCH_IDS_HOLD_US=N in the environment: the
-# gpu_ids rows' ruleset options in-flight= (a thread's scans out at once,
-# 1 to 3) and hold-us= (how soon each gather of held packets starts, at
-# most gpu-max-hold-us).
+# gpu_ids rows' ruleset options in-flight= (scans out at once, the PMD
+# threads together, each one at least; 1 to 3, default 3) and hold-us=
+# (how soon each gather of held packets starts, default 25 us, at most
+# gpu-max-hold-us).
 #
 # BENCH_RE_ENCODER=host|device in the environment: re_encode's option
 # encoder= (USAGE.md): the encoder's table probes, match extension and
