@@ -574,9 +574,11 @@ gpu_service_gathers_init(struct gpu_service_gathers *gs,
 
 void
 gpu_service_gathers_set_max_in_flight(struct gpu_service_gathers *gs,
-                                      size_t n)
+                                      size_t n,
+                                      struct gpu_service_calls_out *shared)
 {
     gs->max_in_flight = MAX(1, MIN(n, gs->n_slots - 1));
+    gs->shared = shared;
 }
 
 void *
@@ -604,6 +606,12 @@ gathers_complete_oldest(struct gpu_service_gathers *gs, bool wait)
         return false;
     }
     gs->n_in_flight--;
+    if (gs->counted[oldest]) {
+        unsigned int orig;
+
+        atomic_sub_relaxed(&gs->counted[oldest]->n, 1, &orig);
+        gs->counted[oldest] = NULL;
+    }
     gs->ops->complete(g, status);
     return true;
 }
@@ -622,8 +630,17 @@ gpu_service_gathers_finish(struct gpu_service_gathers *gs, bool wait)
 bool
 gpu_service_gathers_room(struct gpu_service_gathers *gs)
 {
+    unsigned int n_out;
+
     gpu_service_gathers_finish(gs, false);
-    return gs->n_in_flight < gs->max_in_flight;
+    if (gs->n_in_flight >= gs->max_in_flight) {
+        return false;
+    }
+    if (!gs->n_in_flight || !gs->shared) {
+        return true;
+    }
+    atomic_read_relaxed(&gs->shared->n, &n_out);
+    return n_out < gs->max_in_flight;
 }
 
 void
@@ -653,6 +670,18 @@ gpu_service_gathers_submit(struct gpu_service_gathers *gs)
         return;
     }
     gs->submit_us[gs->filling] = time_usec();
+    gs->counted[gs->filling] = gs->shared;
+    if (gs->shared) {
+        unsigned int orig, most;
+
+        /* The most is a racy maximum over the threads, written only when
+         * it grows: rarely. */
+        atomic_add_relaxed(&gs->shared->n, 1, &orig);
+        atomic_read_relaxed(&gs->shared->most, &most);
+        if (orig + 1 > most) {
+            atomic_store_relaxed(&gs->shared->most, orig + 1);
+        }
+    }
     gs->n_in_flight++;
     gs->filling = (gs->filling + 1) % gs->n_slots;
 }

@@ -405,6 +405,17 @@ struct gpu_service_gather_ops {
  * session). */
 #define GPU_SERVICE_GATHERS_MAX 4
 
+/* The calls out of one thing a call is for (a ruleset, a peer), in all
+ * the threads' rings together.  What costs is how many calls the device
+ * runs, not how many one thread has out: four PMD threads keeping three
+ * gpu_ids scans each out cost each packet 50 ns against 33-35 for one
+ * each (docs/PERFORMANCE.md, twenty-seventh and twenty-eighth sessions),
+ * while one thread alone gains from three. */
+struct gpu_service_calls_out {
+    atomic_uint n;                  /* Out now. */
+    atomic_uint most;               /* Out at once, at most. */
+};
+
 struct gpu_service_gathers {
     const struct gpu_service_gather_ops *ops;
     void *slots[GPU_SERVICE_GATHERS_MAX];
@@ -415,6 +426,10 @@ struct gpu_service_gathers {
                                      * out. */
     /* When each slot's call started (time_usec()). */
     long long int submit_us[GPU_SERVICE_GATHERS_MAX];
+    /* Shared with other threads' rings, or NULL (set with
+     * 'max_in_flight'), and where each slot's call out was counted. */
+    struct gpu_service_calls_out *shared;
+    struct gpu_service_calls_out *counted[GPU_SERVICE_GATHERS_MAX];
 };
 
 /* Makes a ring of the 'n_slots' gathers 'slots' (2 to
@@ -423,17 +438,22 @@ void gpu_service_gathers_init(struct gpu_service_gathers *,
                               const struct gpu_service_gather_ops *,
                               void *const slots[], size_t n_slots);
 /* Lets up to 'n' calls be in flight at once (1 to n_slots - 1), from the
- * next submission on. */
+ * next submission on.  With 'shared' nonnull, 'n' bounds the calls out in
+ * all the rings that share it: a ring may always have one call out (a
+ * thread must never wait for another's calls), a second or more only
+ * while fewer than 'n' are out in all. */
 void gpu_service_gathers_set_max_in_flight(struct gpu_service_gathers *,
-                                           size_t n);
+                                           size_t n,
+                                           struct gpu_service_calls_out *
+                                           shared);
 void *gpu_service_gathers_filling(const struct gpu_service_gathers *);
 /* Completes the calls in flight that are done, oldest first, or, if
  * 'wait', all of them, waiting.  Returns true if none is left in
  * flight. */
 bool gpu_service_gathers_finish(struct gpu_service_gathers *, bool wait);
 /* Completes the calls that are done (as gpu_service_gathers_finish()
- * without waiting) and returns true if the filling gather's call could
- * start without waiting for one. */
+ * without waiting) and returns true if the filling gather's call may
+ * start now: without waiting for one, and within the shared bound. */
 bool gpu_service_gathers_room(struct gpu_service_gathers *);
 /* Starts the call over the filling gather, unless it is empty, waiting
  * for the oldest call in flight first if 'max_in_flight' are; the next

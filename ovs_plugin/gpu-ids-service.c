@@ -69,7 +69,7 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
  * 58), four 36-43 against 31-39 with the latency drop mode adds down
  * from 236-241 us to 201-223.  Four threads gained nothing from three
  * scans each (twelve out: 50 ns against 33-35), so the extra scans are
- * shared by the threads (ids_gather_room()). */
+ * shared by the threads (struct gpu_service_calls_out). */
 #define IDS_IN_FLIGHT_DEFAULT 3
 #define IDS_HOLD_US_DEFAULT 25
 #define IDS_HOLD_US_MAX GPU_DPCLS_MAX_HOLD_US_MAX  /* gpu-max-hold-us's. */
@@ -85,7 +85,7 @@ struct ids_ruleset {
                                  * threads together, each thread one at
                                  * least (1 to GPU_SERVICE_GATHERS_MAX -
                                  * 1, a thread's most; see
-                                 * ids_gather_room()). */
+                                 * gpu_service_gathers_room()). */
     unsigned int hold_us;       /* ",hold-us=N": how long drop mode
                                  * gathers held packets before their scan
                                  * starts, at most (0 to IDS_HOLD_US_MAX;
@@ -124,8 +124,7 @@ struct ids_ruleset {
     atomic_uint64_t n_parsed;   /* ...and parsed by the thread. */
     atomic_uint64_t most_in_flight; /* A thread's scans out at once, at
                                      * most. */
-    atomic_uint n_scans_out;    /* Scans out now, all threads together, */
-    atomic_uint most_scans_out; /* ...and at most. */
+    struct gpu_service_calls_out scans_out;     /* All threads'. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
      * it (below), which may outlive its place in 'rulesets'. */
@@ -651,7 +650,6 @@ struct ids_gather {
                                      * started. */
     bool null_scan;             /* Started with "ids-null-scan": no device
                                  * call to poll or wait for. */
-    bool out;                   /* Counted in r->n_scans_out. */
     size_t n;
     uint64_t n_payload_bytes;       /* Of the packets parsed here. */
     size_t n_dropping;              /* Packets of held batches (drop
@@ -861,12 +859,6 @@ ids_gather_complete(void *g_, int status)
 {
     struct ids_gather *g = g_;
 
-    if (g->out) {
-        unsigned int orig;
-
-        atomic_sub_relaxed(&g->r->n_scans_out, 1, &orig);
-        g->out = false;
-    }
     if (gpu_service_is_device_error(status)) {
         for (size_t i = 0; g->n_in_place && i < g->n; i++) {
             if (g->srcs[i]) {
@@ -929,27 +921,13 @@ ids_gather_start(void *g_)
         atomic_store_relaxed(&g->r->most_in_flight, n_out);
     }
     g->null_scan = ids_null_scan();
-
-    int error = 0;
-
     if (g->null_scan) {
         memset(g->verdicts, 0, g->n * sizeof *g->verdicts);
-    } else {
-        error = gpu_ids_submit_in_place(g->batch, NULL, g->data, g->offsets,
-                                        g->n_in_place ? g->srcs : NULL,
-                                        g->hdrs, g->n, g->verdicts);
+        return 0;
     }
-    if (!error) {
-        unsigned int orig, most;
-
-        atomic_add_relaxed(&g->r->n_scans_out, 1, &orig);
-        atomic_read_relaxed(&g->r->most_scans_out, &most);
-        if (orig + 1 > most) {
-            atomic_store_relaxed(&g->r->most_scans_out, orig + 1);
-        }
-        g->out = true;
-    }
-    return error;
+    return gpu_ids_submit_in_place(g->batch, NULL, g->data, g->offsets,
+                                   g->n_in_place ? g->srcs : NULL, g->hdrs,
+                                   g->n, g->verdicts);
 }
 
 static int
@@ -1060,7 +1038,8 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
 {
     struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
 
-    gpu_service_gathers_set_max_in_flight(&gt->gathers, r->in_flight);
+    gpu_service_gathers_set_max_in_flight(&gt->gathers, r->in_flight,
+                                          &r->scans_out);
     if (g->n && (g->r != r || g->n + b->n > IDS_GATHER_PACKETS
                  || g->offsets[g->n] + b->n_bytes
                     > IDS_GATHER_BYTES)) {
@@ -1099,31 +1078,6 @@ ids_gather_prepare(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->verdicts = bufs.verdicts;
     }
     return true;
-}
-
-/* True if the thread that owns 'gt' may start its filling gather's scan
- * without waiting: it has none out, or fewer than the ruleset's
- * in-flight and so do all the threads together.  Each thread always has
- * one scan (a thread must never wait for another's); the others are
- * shared because what costs is how many scans the device runs, not how
- * many a thread has out: where four PMD threads had three each, twelve
- * 25 us gathers out at once cost each packet 50 ns against 35 for one
- * each gathered 100 us (docs/PERFORMANCE.md, twenty-seventh session),
- * while a thread that has the GPU alone gains from three. */
-static bool
-ids_gather_room(struct ids_gatherer *gt)
-{
-    const struct ids_gather *g = gpu_service_gathers_filling(&gt->gathers);
-    unsigned int n_out;
-
-    if (!gpu_service_gathers_room(&gt->gathers)) {
-        return false;
-    }
-    if (!gt->gathers.n_in_flight || !g->r) {
-        return true;
-    }
-    atomic_read_relaxed(&g->r->n_scans_out, &n_out);
-    return n_out < g->r->in_flight;
 }
 
 /* True if the filling gather 'g' should be scanned now: it is nearly
@@ -1217,7 +1171,7 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
     }
     if (ids_gather_due(g, false)
         && (!g->n_dropping
-            || ids_gather_room(gt))) {
+            || gpu_service_gathers_room(&gt->gathers))) {
         /* Held packets wait for a scan out to complete, when the
          * ruleset's in-flight are, rather than make the thread wait,
          * unless the gather is full. */
@@ -1240,7 +1194,7 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
         /* Not while the ruleset's in-flight scans are out: submitting
          * would wait for one, and the thread must not wait for the
          * device. */
-        if (ids_gather_room(gt)
+        if (gpu_service_gathers_room(&gt->gathers)
             && g->n
             && time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000) {
             gpu_service_gathers_submit(&gt->gathers);
@@ -1300,7 +1254,7 @@ ids_poll(const struct gpu_service_emitter *emitter,
     if (!gt) {
         return;
     }
-    if (ids_gather_room(gt)
+    if (gpu_service_gathers_room(&gt->gathers)
         && ids_gather_due(gpu_service_gathers_filling(&gt->gathers),
                           mode != GPU_SERVICE_POLL_BUSY)) {
         gpu_service_gathers_submit(&gt->gathers);
@@ -1580,7 +1534,7 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     }
     unsigned int most_scans_out;
 
-    atomic_read_relaxed(&r->most_scans_out, &most_scans_out);
+    atomic_read_relaxed(&r->scans_out.most, &most_scans_out);
     ds_put_format(s, "  scans in flight: up to %"PRIu64" at once (in-flight="
                   "%u), %u in all threads\n",
                   read_counter(&r->most_in_flight), r->in_flight,
