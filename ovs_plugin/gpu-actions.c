@@ -471,6 +471,35 @@ gpu_services_get_max_hold_us(void)
     return us;
 }
 
+bool
+gpu_service_parse_hold_option(const char *key, const char *value,
+                              unsigned int *in_flight, unsigned int *hold_us,
+                              char **errorp)
+{
+    unsigned int n;
+
+    *errorp = NULL;
+    if (!strcmp(key, "in-flight")) {
+        if (!str_to_uint(value, 10, &n) || n < 1
+            || n > GPU_SERVICE_GATHERS_MAX - 1) {
+            *errorp = xasprintf("in-flight must be 1 to %d, not \"%s\"",
+                                GPU_SERVICE_GATHERS_MAX - 1, value);
+        } else {
+            *in_flight = n;
+        }
+        return true;
+    } else if (!strcmp(key, "hold-us")) {
+        if (!str_to_uint(value, 10, &n) || n > GPU_SERVICE_HOLD_US_MAX) {
+            *errorp = xasprintf("hold-us must be 0 to %d, not \"%s\"",
+                                GPU_SERVICE_HOLD_US_MAX, value);
+        } else {
+            *hold_us = n;
+        }
+        return true;
+    }
+    return false;
+}
+
 static atomic_bool services_cuda = false;
 static atomic_int services_device = -1;
 

@@ -35,6 +35,7 @@
 
 #include "dp-packet.h"
 #include "flow.h"
+#include "gpu-dpcls.h"
 #include "gpu-service.h"
 #include "gpu_runtime/gpu-frame.h"
 #include "gpu_runtime/gpu-runtime.h"
@@ -341,6 +342,21 @@ void gpu_index_service_inject_store_fault(enum gpu_index_store_fault,
  * the megaflow offload).  Set by the plugin. */
 void gpu_services_set_max_hold_us(unsigned int);
 unsigned int gpu_services_get_max_hold_us(void);
+
+/* The options of a service's held batches, a gpu_ids ruleset's or a
+ * re_encode peer's: "in-flight=N", the calls out at once in all threads
+ * together, each thread one at least (1 to GPU_SERVICE_GATHERS_MAX - 1,
+ * see gpu_service_gathers_set_max_in_flight()), and "hold-us=N", how
+ * long a gather of held batches waits for more before its call starts
+ * (0 to GPU_SERVICE_HOLD_US_MAX, gpu-max-hold-us's range, and never more
+ * than gpu-max-hold-us).  If 'key' is one of them, parses 'value' into
+ * '*in_flight' or '*hold_us' and returns true, with '*errorp' a
+ * malloc()'d error if 'value' is bad (the outputs unchanged), else NULL.
+ * Returns false for any other key. */
+#define GPU_SERVICE_HOLD_US_MAX GPU_DPCLS_MAX_HOLD_US_MAX
+bool gpu_service_parse_hold_option(const char *key, const char *value,
+                                   unsigned int *in_flight,
+                                   unsigned int *hold_us, char **errorp);
 
 /* Held batches, and the gathers their payloads wait in.
  *

@@ -72,7 +72,6 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
  * shared by the threads (struct gpu_service_calls_out). */
 #define IDS_IN_FLIGHT_DEFAULT 3
 #define IDS_HOLD_US_DEFAULT 25
-#define IDS_HOLD_US_MAX GPU_DPCLS_MAX_HOLD_US_MAX  /* gpu-max-hold-us's. */
 
 /* A loaded ruleset, as the PMD threads see it. */
 struct ids_ruleset {
@@ -88,7 +87,8 @@ struct ids_ruleset {
                                  * gpu_service_gathers_room()). */
     unsigned int hold_us;       /* ",hold-us=N": how long drop mode
                                  * gathers held packets before their scan
-                                 * starts, at most (0 to IDS_HOLD_US_MAX;
+                                 * starts, at most (0 to
+                                 * GPU_SERVICE_HOLD_US_MAX;
                                  * IDS_HOLD_US_DEFAULT), and at most
                                  * gpu-max-hold-us. */
     bool device_launch;         /* ",launch=device", the default: on
@@ -211,30 +211,25 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
             r->device_launch = !strcmp(item + 7, "device");
             continue;
         }
-        if (!strncmp(item, "in-flight=", 10)) {
-            unsigned int n;
+        char *eq = strchr(item, '=');
 
-            if (!str_to_uint(item + 10, 10, &n) || n < 1
-                || n > GPU_SERVICE_GATHERS_MAX - 1) {
-                error = xasprintf("\"%s\": in-flight must be 1 to %d, not "
-                                  "\"%s\"", value,
-                                  GPU_SERVICE_GATHERS_MAX - 1, item + 10);
+        if (eq) {
+            char *key = xmemdup0(item, eq - item);
+            char *option_error;
+            bool is_hold = gpu_service_parse_hold_option(key, eq + 1,
+                                                         &r->in_flight,
+                                                         &r->hold_us,
+                                                         &option_error);
+
+            free(key);
+            if (option_error) {
+                error = xasprintf("\"%s\": %s", value, option_error);
+                free(option_error);
                 goto out;
             }
-            r->in_flight = n;
-            continue;
-        }
-        if (!strncmp(item, "hold-us=", 8)) {
-            unsigned int us;
-
-            if (!str_to_uint(item + 8, 10, &us) || us > IDS_HOLD_US_MAX) {
-                error = xasprintf("\"%s\": hold-us must be 0 to %d, not "
-                                  "\"%s\"", value, IDS_HOLD_US_MAX,
-                                  item + 8);
-                goto out;
+            if (is_hold) {
+                continue;
             }
-            r->hold_us = us;
-            continue;
         }
 
         bool *flag = (!strncmp(item, "partial", 7) ? &r->partial

@@ -57,11 +57,21 @@ VLOG_DEFINE_THIS_MODULE(gpu_re_service);
  * grow to: an epoch's first shim is a little longer than its payload. */
 #define RE_MAX_FRAME 1522
 
+/* re_encode's gathers: one chunking call out and 100 us gathers (the
+ * bound gpu-max-hold-us had alone before the options). */
+#define RE_IN_FLIGHT_DEFAULT 1
+#define RE_HOLD_US_DEFAULT GPU_DPCLS_MAX_HOLD_US_DEFAULT
+
 struct re_peer {
     struct cmap_node node;      /* In 'peers', by hash of name and side. */
     char *name;
     bool encoder;               /* re_encode, else re_decode. */
     char *options;              /* The action's arguments but "peer". */
+    unsigned int in_flight;     /* re_encode's "in-flight=N" and
+                                 * "hold-us=N" (gpu-actions.h): chunking */
+    unsigned int hold_us;       /* calls out, the threads together, and
+                                 * how long a gather waits for more. */
+    struct gpu_service_calls_out calls_out;     /* All threads'. */
 
     struct ovs_mutex mutex;     /* One batch at a time, in order. */
     struct gpu_re_chunker *chunker;         /* Encoder only. */
@@ -109,8 +119,9 @@ re_peer_find(const char *name, bool encoder)
  * options, which are applied to 'cfg' and returned, canonical, in
  * '*options' (malloc()'d).  Returns NULL or a malloc()'d error. */
 static char *
-re_parse_args(const char *args, struct gpu_re_config *cfg, char **name,
-              char **options)
+re_parse_args(const char *args, bool encoder, struct gpu_re_config *cfg,
+              char **name, char **options, unsigned int *in_flight,
+              unsigned int *hold_us)
 {
     struct ds opts = DS_EMPTY_INITIALIZER;
     char *copy = xstrdup(args);
@@ -119,6 +130,9 @@ re_parse_args(const char *args, struct gpu_re_config *cfg, char **name,
     char err[256];
 
     *name = NULL;
+    *options = NULL;
+    *in_flight = RE_IN_FLIGHT_DEFAULT;
+    *hold_us = RE_HOLD_US_DEFAULT;
     gpu_re_config_init(cfg);
     /* The encoder's table probes and match extension on the device where
      * the chunking is (docs/RE-NOTES.md): half the PMD's time a packet
@@ -139,6 +153,18 @@ re_parse_args(const char *args, struct gpu_re_config *cfg, char **name,
                 break;
             }
             *name = xstrdup(eq + 1);
+        } else if (gpu_service_parse_hold_option(item, eq + 1, in_flight,
+                                                 hold_us, &error)) {
+            if (error) {
+                break;
+            }
+            if (!encoder) {
+                error = xasprintf("\"%s\" is re_encode's (re_decode holds "
+                                  "nothing)", item);
+                break;
+            }
+            ds_put_format(&opts, "%s%s=%s", opts.length ? "," : "", item,
+                          eq + 1);
         } else if (gpu_re_config_set(cfg, item, eq + 1, err, sizeof err)) {
             error = xstrdup(err);
             break;
@@ -184,7 +210,9 @@ re_check(const char *args, bool encoder)
     struct gpu_re_config cfg;
     struct re_peer *p;
     char *name, *options;
-    char *error = re_parse_args(args, &cfg, &name, &options);
+    unsigned int in_flight, hold_us;
+    char *error = re_parse_args(args, encoder, &cfg, &name, &options,
+                                &in_flight, &hold_us);
     int status;
 
     if (error) {
@@ -205,6 +233,8 @@ re_check(const char *args, bool encoder)
     p->name = name;
     p->encoder = encoder;
     p->options = options;
+    p->in_flight = in_flight;
+    p->hold_us = hold_us;
     name = options = NULL;
     ovs_mutex_init(&p->mutex);
     if (encoder) {
@@ -638,8 +668,8 @@ static const struct gpu_service_gather_ops re_gather_ops = {
 };
 
 /* True if the filling gather 'g' should be chunked now: it is nearly
- * full, or its oldest batch waited gpu-max-hold-us, or 'idle' says no
- * more batches are coming to gather with. */
+ * full, or its oldest batch waited the peer's hold-us (gpu-max-hold-us if
+ * less), or 'idle' says no more batches are coming to gather with. */
 static bool
 re_gather_due(const struct re_gather *g, bool idle)
 {
@@ -649,7 +679,8 @@ re_gather_due(const struct re_gather *g, bool idle)
                || RE_GATHER_BYTES - g->offsets[g->n]
                   < NETDEV_MAX_BURST * RE_MAX_FRAME
                || time_usec() - g->first_us
-                  >= gpu_services_get_max_hold_us());
+                  >= MIN(g->gt->p->hold_us,
+                         gpu_services_get_max_hold_us()));
 }
 
 /* Gathers the payloads of held batch 'h' with 'gt''s and puts 'h' in the
@@ -810,10 +841,13 @@ re_gatherer_get(struct re_peer *p)
     for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
         slots[i] = &gt->slots[i];
     }
-    /* One call in flight: the peer's stream is encoded a gather at a
-     * time, in order, on the host. */
+    /* Calls complete in the order they started, and the device's encoder
+     * runs every call of the peer on one stream: the peer's stream stays
+     * in order with several out. */
     gpu_service_gathers_init(&gt->gathers, &re_gather_ops, slots,
                              ARRAY_SIZE(gt->slots));
+    gpu_service_gathers_set_max_in_flight(&gt->gathers, p->in_flight,
+                                          &p->calls_out);
     for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
         struct re_gather *g = &gt->slots[i];
 
@@ -969,6 +1003,17 @@ re_format_peer(struct ds *s, struct re_peer *p)
                       gpu_re_encoder_on_device(p->enc)
                       ? "on the device (encoder=device)"
                       : "on the host");
+        unsigned int max_hold_us = gpu_services_get_max_hold_us();
+        unsigned int most_out;
+
+        atomic_read_relaxed(&p->calls_out.most, &most_out);
+        ds_put_format(s, "  gathers: in-flight=%u, hold-us=%u", p->in_flight,
+                      p->hold_us);
+        if (max_hold_us < p->hold_us) {
+            ds_put_format(s, " (%u by gpu-max-hold-us)", max_hold_us);
+        }
+        ds_put_format(s, "; up to %u chunking calls out at once in all "
+                      "threads\n", most_out);
         ds_put_format(s, "  held: %"PRIu64" batches in %"PRIu64" gathers "
                       "(%.1f batches a gather), %"PRIu64" went the "
                       "synchronous way\n", n_held, n_gathers,

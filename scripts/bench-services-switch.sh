@@ -170,6 +170,11 @@
 # (how soon each gather of held packets starts, default 25 us, at most
 # gpu-max-hold-us).
 #
+# BENCH_RE_IN_FLIGHT=N and BENCH_RE_HOLD_US=N in the environment:
+# re_encode's options in-flight= (chunking calls out at once, the PMD
+# threads together, each one at least; 1 to 3) and hold-us= (how soon
+# each gather starts, at most gpu-max-hold-us).
+#
 # BENCH_RE_ENCODER=host|device in the environment: re_encode's option
 # encoder= (USAGE.md): the encoder's table probes, match extension and
 # shim bodies on the host (the default) or on the device.
@@ -275,10 +280,17 @@ while True:
 print('%.1f' % (t / n))" "$1"
 }
 
-# re_encoder: re_encode's encoder= option from BENCH_RE_ENCODER.
+# re_encoder: re_encode's encoder=, in-flight= and hold-us= options from
+# BENCH_RE_ENCODER, BENCH_RE_IN_FLIGHT and BENCH_RE_HOLD_US.
 re_encoder() {
     if test -n "${BENCH_RE_ENCODER:-}"; then
-        echo ",encoder=$BENCH_RE_ENCODER"
+        printf ',encoder=%s' "$BENCH_RE_ENCODER"
+    fi
+    if test -n "${BENCH_RE_IN_FLIGHT:-}"; then
+        printf ',in-flight=%s' "$BENCH_RE_IN_FLIGHT"
+    fi
+    if test -n "${BENCH_RE_HOLD_US:-}"; then
+        printf ',hold-us=%s' "$BENCH_RE_HOLD_US"
     fi
 }
 
