@@ -495,12 +495,12 @@ struct re_gather {
     struct re_gatherer *gt;         /* Its owner. */
 };
 
-/* A thread's gathers for one peer: one filling while the other is
- * chunked. */
+/* A thread's gathers for one peer: one filling while up to the peer's
+ * in-flight others are chunked (each 2 MB of pinned memory). */
 struct re_gatherer {
     struct re_peer *p;
     bool cuda;                      /* The peer's chunker is on CUDA. */
-    struct re_gather slots[2];
+    struct re_gather slots[GPU_SERVICE_GATHERS_MAX];
     struct gpu_service_gathers gathers;     /* Over 'slots'. */
     struct gpu_service_holder *holder;      /* The thread's. */
 };
