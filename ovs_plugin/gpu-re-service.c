@@ -496,7 +496,8 @@ struct re_gather {
 };
 
 /* A thread's gathers for one peer: one filling while up to the peer's
- * in-flight others are chunked (each 2 MB of pinned memory). */
+ * in-flight others are chunked (the slots beyond in-flight + 1 unused,
+ * without buffers). */
 struct re_gatherer {
     struct re_peer *p;
     bool cuda;                      /* The peer's chunker is on CUDA. */
@@ -837,18 +838,20 @@ re_gatherer_get(struct re_peer *p)
     gt->cuda = gpu_re_chunker_backend(p->chunker) == GPU_RE_BACKEND_CUDA;
     gt->holder = &ho->holder;
     void *slots[ARRAY_SIZE(gt->slots)];
+    /* The peer's in-flight never changes: only the slots it uses get
+     * their buffers (2 MB pinned each). */
+    size_t n_slots = MIN(p->in_flight + 1, ARRAY_SIZE(gt->slots));
 
-    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
+    for (size_t i = 0; i < n_slots; i++) {
         slots[i] = &gt->slots[i];
     }
     /* Calls complete in the order they started, and the device's encoder
      * runs every call of the peer on one stream: the peer's stream stays
      * in order with several out. */
-    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, slots,
-                             ARRAY_SIZE(gt->slots));
+    gpu_service_gathers_init(&gt->gathers, &re_gather_ops, slots, n_slots);
     gpu_service_gathers_set_max_in_flight(&gt->gathers, p->in_flight,
                                           &p->calls_out);
-    for (size_t i = 0; i < ARRAY_SIZE(gt->slots); i++) {
+    for (size_t i = 0; i < n_slots; i++) {
         struct re_gather *g = &gt->slots[i];
 
         g->gt = gt;
