@@ -22,13 +22,24 @@
 char *
 fuzz_re_parse_args(const char *args)
 {
-    struct gpu_re_config cfg;
-    char *name, *options;
-    char *error = re_parse_args(args, &cfg, &name, &options);
+    char *error = NULL;
 
-    if (!error) {
-        free(name);
-        free(options);
+    /* Both ends: in-flight= and hold-us= are the encoder's alone. */
+    for (int encoder = 0; encoder < 2; encoder++) {
+        struct gpu_re_config cfg;
+        unsigned int in_flight, hold_us;
+        char *name, *options;
+
+        free(error);
+        error = re_parse_args(args, encoder, &cfg, &name, &options,
+                              &in_flight, &hold_us);
+        if (!error) {
+            ovs_assert(in_flight >= 1
+                       && in_flight < GPU_SERVICE_GATHERS_MAX);
+            ovs_assert(hold_us <= GPU_SERVICE_HOLD_US_MAX);
+            free(name);
+            free(options);
+        }
     }
     return error;
 }
