@@ -672,6 +672,19 @@ gpu_service_gathers_room(struct gpu_service_gathers *gs)
     return n_out < gs->max_in_flight;
 }
 
+/* Raises '*most' to 'n' if that is more: a racy maximum over the threads,
+ * written only when it grows, rarely. */
+static void
+calls_out_note_most(atomic_uint *most, unsigned int n)
+{
+    unsigned int old;
+
+    atomic_read_relaxed(most, &old);
+    if (n > old) {
+        atomic_store_relaxed(most, n);
+    }
+}
+
 void
 gpu_service_gathers_submit(struct gpu_service_gathers *gs)
 {
@@ -700,18 +713,14 @@ gpu_service_gathers_submit(struct gpu_service_gathers *gs)
     }
     gs->submit_us[gs->filling] = time_usec();
     gs->counted[gs->filling] = gs->shared;
-    if (gs->shared) {
-        unsigned int orig, most;
-
-        /* The most is a racy maximum over the threads, written only when
-         * it grows: rarely. */
-        atomic_add_relaxed(&gs->shared->n, 1, &orig);
-        atomic_read_relaxed(&gs->shared->most, &most);
-        if (orig + 1 > most) {
-            atomic_store_relaxed(&gs->shared->most, orig + 1);
-        }
-    }
     gs->n_in_flight++;
+    if (gs->shared) {
+        unsigned int orig;
+
+        atomic_add_relaxed(&gs->shared->n, 1, &orig);
+        calls_out_note_most(&gs->shared->most, orig + 1);
+        calls_out_note_most(&gs->shared->most_in_ring, gs->n_in_flight);
+    }
     gs->filling = (gs->filling + 1) % gs->n_slots;
 }
 

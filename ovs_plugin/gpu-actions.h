@@ -429,7 +429,8 @@ struct gpu_service_gather_ops {
  * while one thread alone gains from three. */
 struct gpu_service_calls_out {
     atomic_uint n;                  /* Out now. */
-    atomic_uint most;               /* Out at once, at most. */
+    atomic_uint most;               /* Out at once, at most... */
+    atomic_uint most_in_ring;       /* ...and from one thread's ring. */
 };
 
 struct gpu_service_gathers {

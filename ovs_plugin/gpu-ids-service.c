@@ -122,8 +122,6 @@ struct ids_ruleset {
     atomic_uint64_t n_frames;   /* Packets given whole to the matcher,
                                  * which parsed them... */
     atomic_uint64_t n_parsed;   /* ...and parsed by the thread. */
-    atomic_uint64_t most_in_flight; /* A thread's scans out at once, at
-                                     * most. */
     struct gpu_service_calls_out scans_out;     /* All threads'. */
 
     /* One for 'rulesets', one per thread gathering alert-mode packets for
@@ -906,15 +904,6 @@ ids_gather_start(void *g_)
     g->n_submitted = g->n;
     gpu_counter_add(&g->r->n_gathered, g->n);
 
-    /* This one and those already out (a racy maximum over the threads,
-     * written only when it grows: rarely). */
-    uint64_t n_out = g->gt->gathers.n_in_flight + 1;
-    uint64_t most;
-
-    atomic_read_relaxed(&g->r->most_in_flight, &most);
-    if (n_out > most) {
-        atomic_store_relaxed(&g->r->most_in_flight, n_out);
-    }
     g->null_scan = ids_null_scan();
     if (g->null_scan) {
         memset(g->verdicts, 0, g->n * sizeof *g->verdicts);
@@ -1527,13 +1516,13 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                       read_counter(&r->held_us) / n_held_scans,
                       n_held_scans);
     }
-    unsigned int most_scans_out;
+    unsigned int most_out, most_in_ring;
 
-    atomic_read_relaxed(&r->scans_out.most, &most_scans_out);
-    ds_put_format(s, "  scans in flight: up to %"PRIu64" at once (in-flight="
-                  "%u), %u in all threads\n",
-                  read_counter(&r->most_in_flight), r->in_flight,
-                  most_scans_out);
+    atomic_read_relaxed(&r->scans_out.most, &most_out);
+    atomic_read_relaxed(&r->scans_out.most_in_ring, &most_in_ring);
+    ds_put_format(s, "  scans in flight: up to %u at once (in-flight=%u), "
+                  "%u in all threads\n", most_in_ring, r->in_flight,
+                  most_out);
     ds_put_format(s, "  parsed: %"PRIu64" packets by the matcher, %"PRIu64
                   " by the datapath thread\n", read_counter(&r->n_frames),
                   read_counter(&r->n_parsed));
