@@ -42,9 +42,19 @@
  *    gpu_re_encode_packet_chunks() and gpu_re_decode_packets() in
  *    bursts of 32, ns a frame in thread CPU time, every frame checked.
  *
+ * 3. With --latency N[,N...]: only the round trip of one call as
+ *    re_encode's gathers make it in the switch (N payloads of the
+ *    Internet mix's sizes, cut from the trace, read in place from
+ *    registered memory), with the device's encoding and with chunking and
+ *    hashing alone: the mean of --latency-rounds calls, one out at a
+ *    time, for each chunker mode of --latency-modes ("packet": a thread a
+ *    packet; a number: segment mode with that many bytes a thread;
+ *    default "packet,256").
+ *
  * Usage: re-bench [--mb N] [--iters N] [--streams N] [--threads N]
  *                 [--trace-mb N] [--cache-mb N] [--packet-passes N]
- *                 [--seed S]
+ *                 [--seed S] [--latency N[,N...]] [--latency-rounds N]
+ *                 [--latency-modes packet|SEGMENT[,...]]
  * (--mb 0: no chunking table, the trace alone; --packet-passes: the
  * packet helpers' run that many times, each with a fresh encoder and
  * decoder, for steadier figures or a profile.)
@@ -121,6 +131,13 @@ pkt_size(uint32_t size)
     r = below(100);
     return r < 50 ? 64 : r < 67 ? 65 + below(1336) : 1400 + below(101);
 }
+
+/* --latency: the gathers' sizes to time, and how many calls each. */
+static char *latency_sizes;
+static int latency_rounds = 500;
+/* --latency-modes: the chunker's modes to time, "packet" (a thread a
+ * packet, grouped by length) or a segment mode's bytes a thread. */
+static char *latency_modes;
 
 struct workload {
     uint8_t *data;              /* Pinned. */
@@ -698,6 +715,170 @@ packet_bench(struct gpu_re_chunker *chunker, const struct gpu_re_config *cfg,
     free(rooms);
 }
 
+/* The round trip of one gather as re_encode makes it in the switch: 'n'
+ * payloads of the Internet mix's sizes less their 54 bytes of headers
+ * (at least one byte), cut one after another from the trace's bytes
+ * 'tdata' (so the encoder finds the references the switch's redundant
+ * traffic gives it), read in place from pinned memory; submitted and
+ * waited for 'rounds' times after a warm-up, one call out at a time.
+ * 'on_device': the device's encoding (encoder=device); else chunking and
+ * hashing alone (encoder=host, the CPU backend's cuts on the GPU). */
+static bool
+latency_one(struct gpu_re_chunker *ch, const struct gpu_re_config *cfg,
+            const uint8_t *tdata, size_t tbytes, size_t n, bool on_device,
+            int rounds)
+{
+    uint32_t *offs = gpu_host_alloc((n + 1) * sizeof *offs);
+    uint32_t *rooms = malloc(n * sizeof *rooms);
+    const uint8_t **srcs = malloc(n * sizeof *srcs);
+    uint8_t *staging = gpu_host_alloc(n * 1460 + 64);
+    struct gpu_re_config ecfg = *cfg;
+    struct gpu_re_encoder *e = NULL;
+    struct gpu_re_batch *b = NULL;
+    double submit_secs = 0, total_secs = 0, t0, t1;
+    struct gpu_re_chunker_stats before, after;
+    size_t cursor = 0;
+    bool ok = false;
+
+    ecfg.device_encode = on_device;
+    offs[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t size = pkt_size(0);
+        uint32_t len = size > 54 ? size - 54 : 1;
+
+        if (cursor + len > tbytes) {
+            cursor = 0;
+        }
+        srcs[i] = tdata + cursor;
+        cursor += len;
+        offs[i + 1] = offs[i] + len;
+        rooms[i] = len + 64;
+    }
+    if (on_device
+        ? gpu_re_encoder_create(&ecfg, ch, &e)
+          || gpu_re_encoder_batch_create(e, n, n * 1460, &b)
+        : gpu_re_batch_create_flags(ch, n, n * 1460, GPU_RE_BATCH_HASHES,
+                                    &b)) {
+        printf("  %zu payloads: no %s batch\n", n,
+               on_device ? "encoding" : "chunking");
+        goto out;
+    }
+    gpu_re_chunker_get_stats(ch, &before);
+    for (int r = -20; r < rounds; r++) {
+        int error;
+
+        t0 = now();
+        error = (on_device
+                 ? gpu_re_encoder_submit(e, b, staging, offs,
+                                         (const uint8_t *const *) srcs,
+                                         rooms, n)
+                 : gpu_re_batch_submit_in_place(
+                       b, NULL, staging, offs,
+                       (const uint8_t *const *) srcs, n));
+        t1 = now();
+        if (!error) {
+            error = gpu_re_batch_wait(b);
+        }
+        if (error) {
+            printf("  %zu payloads: call failed (%d)\n", n, error);
+            goto out;
+        }
+        if (r >= 0) {
+            submit_secs += t1 - t0;
+            total_secs += now() - t0;
+        }
+    }
+    gpu_re_chunker_get_stats(ch, &after);
+    printf("  %-6s %5zu payloads (%6.1f kB): submit %6.1f us, round trip "
+           "%7.1f us, %6.1f Gbit/s of payload; %" PRIu64 " graph "
+           "launches, %" PRIu64 " redone on the CPU\n",
+           on_device ? "encode" : "chunk", n, offs[n] / 1e3,
+           submit_secs * 1e6 / rounds, total_secs * 1e6 / rounds,
+           offs[n] * 8.0 * rounds / total_secs / 1e9,
+           after.n_graph_launches - before.n_graph_launches,
+           after.n_fallbacks - before.n_fallbacks);
+    ok = true;
+out:
+    gpu_re_batch_destroy(b);
+    gpu_re_encoder_destroy(e);
+    gpu_host_free(offs);
+    gpu_host_free(staging);
+    free(rooms);
+    free(srcs);
+    return ok;
+}
+
+/* --latency: each size's round trip, with and without the device's
+ * encoding, on a CUDA chunker in each of its modes (a thread a packet,
+ * grouped by length; segment mode). */
+static void
+latency_bench(const struct gpu_re_config *cfg, const uint8_t *tdata,
+              size_t tbytes)
+{
+    size_t size = (tbytes + 4095) & ~(size_t) 4095;
+    uint8_t *registered = NULL;
+
+    if (!gpu_re_cuda_available() || !size) {
+        printf("latency: no CUDA device\n");
+        return;
+    }
+    /* The switch's payloads are read in place from DPDK's memory, which
+     * the plugin registers: the same here, a copy of the trace in
+     * ordinary pages, registered. */
+    if (posix_memalign((void **) &registered, 4096, size)
+        || gpu_host_register(registered, size, 0)) {
+        printf("latency: cannot register host memory\n");
+        free(registered);
+        return;
+    }
+    memcpy(registered, tdata, tbytes);
+
+    char *modes = strdup(latency_modes ? latency_modes : "packet,256");
+    char *msave = NULL;
+
+    for (char *mode = strtok_r(modes, ",", &msave); mode;
+         mode = strtok_r(NULL, ",", &msave)) {
+        struct gpu_re_chunker_config ccfg;
+        struct gpu_re_chunker *ch;
+        char *sizes = strdup(latency_sizes), *save = NULL;
+
+        gpu_re_chunker_config_init(&ccfg);
+        ccfg.params = cfg->params;
+        ccfg.backend = GPU_RE_BACKEND_CUDA;
+        ccfg.remap = strcmp(mode, "packet") != 0;
+        ccfg.segment = ccfg.remap ? atoi(mode) : 0;
+        if (gpu_re_chunker_create(&ccfg, &ch)) {
+            printf("latency: no CUDA chunker for mode %s\n", mode);
+            free(sizes);
+            continue;
+        }
+        if (ccfg.remap) {
+            printf("\nround trip of one gather (CUDA, segment mode, %u "
+                   "bytes a thread, ", ccfg.segment);
+        } else {
+            printf("\nround trip of one gather (CUDA, a thread a packet, ");
+        }
+        printf("payloads of the Internet mix read in place, mean of %d "
+               "calls, one out at a time):\n", latency_rounds);
+        for (char *tok = strtok_r(sizes, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            size_t n = strtoull(tok, NULL, 0);
+
+            if (n) {
+                latency_one(ch, cfg, registered, tbytes, n, true,
+                            latency_rounds);
+                latency_one(ch, cfg, registered, tbytes, n, false,
+                            latency_rounds);
+            }
+        }
+        gpu_re_chunker_destroy(ch);
+        free(sizes);
+    }
+    free(modes);
+    gpu_host_unregister(registered);
+    free(registered);
+}
+
 static void
 trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
             int sends, int packet_passes)
@@ -836,6 +1017,11 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
     gpu_re_encoder_destroy(e);
     gpu_re_decoder_destroy(d);
 
+    if (latency_sizes) {
+        latency_bench(&cfg, tdata, np ? toffs[np] : 0);
+        goto out;               /* Only the latency. */
+    }
+
     /* The same payloads, chunked ahead in batches (as the action's
      * burst path does), then encoded with those cuts: the CPU's share of
      * RE once the chunking is off it.  Two paths on the same batches:
@@ -949,6 +1135,7 @@ trace_bench(const struct gpu_re_params *p, size_t trace_mb, size_t cache_mb,
         }
         gpu_re_chunker_destroy(ch);
     }
+out:
     gpu_host_free(tdata);
     gpu_host_free(toffs);
     free(hs.v);
@@ -991,13 +1178,19 @@ main(int argc, char **argv)
             packet_passes = atoi(v);
         } else if (!strcmp(a, "--seed")) {
             rng_state = strtoull(v, NULL, 0);
+        } else if (!strcmp(a, "--latency")) {
+            latency_sizes = strdup(v);
+        } else if (!strcmp(a, "--latency-rounds")) {
+            latency_rounds = atoi(v);
+        } else if (!strcmp(a, "--latency-modes")) {
+            latency_modes = strdup(v);
         } else {
             goto usage;
         }
         i++;
     }
     if (iters < 1 || n_streams < 1 || n_streams > 16 || threads < 1
-        || !cache_mb || packet_passes < 0) {
+        || !cache_mb || packet_passes < 0 || latency_rounds < 1) {
         goto usage;
     }
 
@@ -1073,6 +1266,8 @@ main(int argc, char **argv)
 
 usage:
     fprintf(stderr, "usage: re-bench [--mb N] [--iters N] [--streams N] "
-            "[--threads N] [--trace-mb N] [--cache-mb N] [--packet-passes N] [--seed S]\n");
+            "[--threads N] [--trace-mb N] [--cache-mb N] [--packet-passes N] [--seed S]\n"
+            "                [--latency N[,N...]] [--latency-rounds N]\n"
+            "                [--latency-modes packet|SEGMENT[,...]]\n");
     return 2;
 }

@@ -3,7 +3,13 @@
 # tree needed), runs its tests on every backend and the benchmark, and
 # leaves logs under $OUT.  About a minute of device time.
 #
-#   bench/run-re-gpu.sh [tests|bench|all]...   (default: all)
+#   bench/run-re-gpu.sh [tests|bench|latency|all]...   (default: all)
+#
+# latency: the round trip of one call as re_encode's gathers make it in
+# the switch (re-bench --latency, the chunker's modes RE_LATENCY_MODES),
+# then, where Nsight Compute is installed, the same call of 600 payloads
+# split kernel by kernel (ncu times each node of the graph on its own;
+# modes RE_NCU_MODES).
 #
 # The device machine has no cmocka: it comes from the unpacked Debian
 # packages the caller carries in .devdeps/root (libcmocka0, libcmocka-dev).
@@ -106,6 +112,47 @@ for step in $steps; do
         timeout 240 $cmd > "$OUT/bench.log" 2>&1
         log "re-bench exit $?"
         cat "$OUT/bench.log"
+        ;;&
+    latency|all)
+        log "latency"
+        cmd="$B/re-bench --mb 0 --trace-mb 8 --latency 64,256,600,1024,2048"
+        cmd="$cmd --latency-modes ${RE_LATENCY_MODES:-packet,256}"
+        echo "command: $cmd" > "$OUT/latency.log"
+        timeout 120 $cmd >> "$OUT/latency.log" 2>&1
+        log "re-bench --latency exit $?"
+        grep -E "round trip" "$OUT/latency.log"
+        NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu \
+              2>/dev/null | tail -1)
+        if [ -n "$NCU" ]; then
+            timeout 300 "$NCU" --graph-profiling node --clock-control none \
+                --metrics gpu__time_duration.sum --csv \
+                --log-file "$OUT/latency-ncu.csv" --kernel-name regex:graph \
+                --launch-count 1200 "$B/re-bench" --mb 0 --trace-mb 8 \
+                --latency 600 --latency-rounds 5 \
+                --latency-modes "${RE_NCU_MODES:-packet,256}" \
+                > "$OUT/latency-ncu.log" \
+                2>&1
+            log "ncu exit $? ($NCU)"
+            python3 - "$OUT/latency-ncu.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 14]
+rows = rows[[r[0] for r in rows].index("ID"):]
+head = rows[0]
+k, v = head.index("Kernel Name"), head.index("Metric Value")
+u = head.index("Metric Unit")
+us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+t = collections.OrderedDict()
+for r in rows[1:]:
+    if r[head.index("Metric Name")] == "gpu__time_duration.sum":
+        t.setdefault(r[k].split("(")[0].split("<")[0], []).append(
+            float(r[v].replace(",", "")) * us.get(r[u], 1e-3))
+for name, xs in t.items():
+    print("  %-28s %4d launches, mean %8.2f us, min %8.2f, max %8.2f"
+          % (name, len(xs), sum(xs) / len(xs), min(xs), max(xs)))
+PY
+        else
+            log "no ncu: kernels not split"
+        fi
         ;;
     esac
 done

@@ -126,6 +126,12 @@ warp_sync()
     pthread_barrier_wait(&warp_barriers[threadIdx.x / 32]);
 }
 
+static inline void
+__syncwarp()
+{
+    warp_sync();
+}
+
 static inline uint32_t
 __ballot_sync(uint32_t, bool pred)
 {
@@ -306,7 +312,8 @@ run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
                 cand_kernel<0>(tp, data, off, n, nb, seg, kp, cp);
             });
         }
-        launch(grid, THREADS, [=] {
+        /* A warp a packet. */
+        launch((n * 32 + THREADS - 1) / THREADS, THREADS, [=] {
             select_kernel<true>(tp, data, off, n, kp, cp, ep, fpp);
         });
     } else switch (p->window) {
@@ -430,6 +437,42 @@ run_encode_case(uint64_t cache, size_t n_docs)
                              &ends[slot], NULL, n_slots - slot);
             gpu_re_hash_packet(data + offsets[j], len, &ends[slot],
                                &hashes[slot], &phash[j]);
+        }
+
+        /* The device's hash kernel (a warp a packet, each packet staged
+         * in shared memory) on the same cuts, from a buffer aligned as
+         * the device's, with the slack its 16-byte loads read: the same
+         * hashes as the CPU's. */
+        std::vector<uint4> dbuf(offsets[n] / 16 + 2);
+        std::vector<struct gpu_re_hash> dev_hashes(n_slots);
+        std::vector<uint32_t> dev_checks(n);
+        memcpy(dbuf.data(), data, offsets[n]);
+        {
+            const uint8_t *dd = (const uint8_t *) dbuf.data();
+            const uint32_t *off = offsets.data();
+            const uint16_t *e = ends.data();
+            struct gpu_re_hash *dh = dev_hashes.data();
+            uint32_t *dc = dev_checks.data();
+            uint32_t min_chunk = kd.min_chunk;
+
+            launch((n * 32 + THREADS - 1) / THREADS, THREADS, [=] {
+                hash_body(dd, off, NULL, n, min_chunk, e, dh, dc);
+            });
+        }
+        for (size_t j = 0; j < n; j++) {
+            size_t slot = gpu_re_slot_base(offsets.data(), j, kd.min_chunk);
+            uint32_t len = lens[i0 + j], s = 0, c = 0;
+            bool same = dev_checks[j] == phash[j];
+
+            for (; same && s < len; s = ends[slot + c++]) {
+                same = !memcmp(&dev_hashes[slot + c], &hashes[slot + c],
+                               sizeof hashes[0]);
+            }
+            if (!same && errors++ < 5) {
+                printf("hash: payload %zu of %u bytes, chunk %u: the "
+                       "kernel's hash differs from the CPU's\n", i0 + j,
+                       len, c);
+            }
         }
 
         struct gpu_re_enc_args a;

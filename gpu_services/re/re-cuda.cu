@@ -364,7 +364,7 @@ launch_remap(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s)
     uint32_t seg = c->cfg.segment;
     uint32_t items = (b->n_bytes + seg - 1) / seg;
     uint32_t cgrid = (items + THREADS - 1) / THREADS;
-    uint32_t grid = (n + THREADS - 1) / THREADS;
+    uint32_t grid = (n * 32 + THREADS - 1) / THREADS;    /* A warp each. */
 
     if (items) {
         switch (c->cfg.params.window) {
@@ -403,7 +403,8 @@ launch_hash(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
     uint32_t n = b->n_packets;
 
     if (b->want_hashes) {
-        hash_kernel<<<(n + THREADS - 1) / THREADS, THREADS, 0, s>>>(
+        /* A warp a packet. */
+        hash_kernel<<<(n * 32 + THREADS - 1) / THREADS, THREADS, 0, s>>>(
             x->d_data, x->d_offsets, order, n, b->c->cfg.params.min_chunk,
             x->d_ends, x->d_hashes, x->d_payload_checks);
     }
@@ -664,11 +665,14 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
                 tables, x->d_data, a, seg, c->kp, x->d_cand);
             break;
         }
+        /* A warp a packet. */
+        uint32_t sgrid = (np * 32 + THREADS - 1) / THREADS;
+
         if (b->want_fps) {
-            graph_select_kernel<true><<<grid, THREADS, 0, cs>>>(
+            graph_select_kernel<true><<<sgrid, THREADS, 0, cs>>>(
                 tables, x->d_data, a, c->kp, x->d_cand, x->d_ends, x->d_fps);
         } else {
-            graph_select_kernel<false><<<grid, THREADS, 0, cs>>>(
+            graph_select_kernel<false><<<sgrid, THREADS, 0, cs>>>(
                 tables, x->d_data, a, c->kp, x->d_cand, x->d_ends, x->d_fps);
         }
     } else {
@@ -710,7 +714,10 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
         }
     }
     if (b->want_hashes) {
-        graph_hash_kernel<<<grid, THREADS, 0, cs>>>(
+        /* A warp a packet. */
+        uint32_t hgrid = (np * 32 + THREADS - 1) / THREADS;
+
+        graph_hash_kernel<<<hgrid, THREADS, 0, cs>>>(
             x->d_data, a, order, c->cfg.params.min_chunk, x->d_ends,
             x->d_hashes, x->d_payload_checks);
     }

@@ -27,6 +27,10 @@
 
 #define THREADS 128
 #define SORT_THREADS 256
+/* The longest packet a warp-a-packet kernel (select, hash) first copies
+ * into shared memory (an Ethernet MTU's payloads fit); longer
+ * ones are read from global memory. */
+#define STAGE_BYTES 2048
 #define N_BUCKETS 128
 
 /* Grouping by length, longest first (approximately: into N_BUCKETS
@@ -374,6 +378,15 @@ cand_kernel(const uint64_t *__restrict__ tables,
     cand_body<W16>(tables, data, offsets, n, n_bytes, seg, kp, cand);
 }
 
+/* A warp a packet: the warp first copies the packet's candidate words
+ * into shared memory, all lanes at once, then every lane walks them in
+ * step (the same cuts) and lane 0 writes them.  A thread a packet walking
+ * the words in global memory waited on an L2 round trip for each of the
+ * ~9 words a chunk's candidates span (25 us of a 106 us call of 600
+ * payloads, ncu on the H200).  Packets longer than the stage walk global
+ * memory as before. */
+#define SELECT_STAGE_WORDS (STAGE_BYTES / 32 + 2)
+
 template <bool FPS>
 __device__ __forceinline__ void
 select_body(const uint64_t *__restrict__ tables,
@@ -383,6 +396,7 @@ select_body(const uint64_t *__restrict__ tables,
             uint16_t *__restrict__ ends, uint64_t *__restrict__ fps)
 {
     __shared__ uint64_t sT[256], sU[256];
+    __shared__ uint32_t stage[THREADS / 32][SELECT_STAGE_WORDS];
 
     if (FPS) {
         for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) {
@@ -392,17 +406,31 @@ select_body(const uint64_t *__restrict__ tables,
         __syncthreads();
     }
 
-    uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t p = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    uint32_t lane = threadIdx.x % 32;
     if (p >= n) {
-        return;
+        return;                 /* The whole warp: 'p' is the warp's. */
     }
     const uint32_t base = offsets[0];
     const int32_t start = offsets[p] - base;
     const int32_t len = offsets[p + 1] - base - start;
     uint32_t slot = (uint32_t) start / (uint32_t) kp.min_chunk + p;
+    const uint32_t *words = cand;   /* Word w at words[w - w0]. */
+    int32_t w0 = 0;
     struct gpu_re_cutter cut;
     int32_t s = 0;
 
+    if (len > 0 && len <= STAGE_BYTES) {
+        uint32_t *buf = stage[threadIdx.x / 32];
+        int32_t first = start >> 5, last = (start + len - 1) >> 5;
+
+        for (int32_t k = lane; k <= last - first; k += 32) {
+            buf[k] = cand[first + k];
+        }
+        __syncwarp();
+        words = buf;
+        w0 = first;
+    }
     while (s < len) {
         int32_t c;
 
@@ -413,7 +441,7 @@ select_body(const uint64_t *__restrict__ tables,
             int32_t a = start + cut.lo, b = start + cut.hi;
 
             for (int32_t w = a >> 5; w <= b >> 5; w++) {
-                uint32_t bits = cand[w];
+                uint32_t bits = words[w - w0];
 
                 if (w == a >> 5) {
                     bits &= ~0u << (a & 31);
@@ -427,16 +455,18 @@ select_body(const uint64_t *__restrict__ tables,
                 }
             }
         }
-        ends[slot] = (uint16_t) (c + 1);
-        if (FPS) {
-            /* The window ending at c, rolled afresh. */
-            int32_t from = max(0, c + 1 - kp.window);
-            uint64_t fp = 0;
+        if (!lane) {
+            ends[slot] = (uint16_t) (c + 1);
+            if (FPS) {
+                /* The window ending at c, rolled afresh. */
+                int32_t from = max(0, c + 1 - kp.window);
+                uint64_t fp = 0;
 
-            for (int32_t i = from; i <= c; i++) {
-                fp = gpu_re_roll(sT, sU, fp, 0, data[start + i]);
+                for (int32_t i = from; i <= c; i++) {
+                    fp = gpu_re_roll(sT, sU, fp, 0, data[start + i]);
+                }
+                fps[slot] = fp;
             }
-            fps[slot] = fp;
         }
         slot++;
         s = c + 1;
@@ -454,13 +484,15 @@ select_kernel(const uint64_t *__restrict__ tables,
     select_body<FPS>(tables, data, offsets, n, kp, cand, ends, fps);
 }
 
-/* After the cuts: each chunk's and each packet's 128-bit hash, so the
- * encoder's core does not hash them (re-inline.h, the same code as the
- * CPU's).  One thread per packet in the chunk kernel's order (longest
- * first when grouped, so a warp's threads hash similar lengths); the
- * chunk bytes were just read by the chunk kernel and are mostly L2
- * hits.  ~2.5 instructions per byte hashed, twice the payload (chunks,
- * then the whole payload): a tenth of the chunk kernel's work. */
+/* After the cuts: each chunk's 128-bit hash and each packet's check (the
+ * same code as the CPU's, re-inline.h), a warp a packet.  The warp first
+ * copies its packet into shared memory with 16-byte loads, all lanes at
+ * once; then lane i hashes chunks i, i + 32, ... and lane 0 the whole
+ * packet.  One thread a packet hashing straight from global memory waited
+ * on an L2 round trip every word, twice over the payload, with ~one warp
+ * an SM: 168 us of a 275 us call of 600 payloads (ncu, H200), the longest
+ * of the call's kernels.  Packets longer than the stage are hashed from
+ * global memory as before. */
 __device__ __forceinline__ void
 hash_body(const uint8_t *__restrict__ data,
           const uint32_t *__restrict__ offsets,
@@ -469,18 +501,55 @@ hash_body(const uint8_t *__restrict__ data,
           struct gpu_re_hash *__restrict__ hashes,
           uint32_t *__restrict__ payload_checks)
 {
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    /* Room for a packet's 16-byte words: up to 15 bytes before its
+     * start, and the word loads' overreach past its end. */
+    __shared__ uint4 stage[THREADS / 32][STAGE_BYTES / 16 + 2];
+    uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    uint32_t lane = threadIdx.x % 32;
 
-    if (t >= n) {
-        return;
+    if (w >= n) {
+        return;                 /* The whole warp: 'w' is the warp's. */
     }
-    uint32_t p = order ? order[t] : t;
+    uint32_t p = order ? order[w] : w;
     uint32_t start = offsets[p] - offsets[0];
     uint32_t len = offsets[p + 1] - offsets[p];
     uint32_t slot = start / min_chunk + p;
+    /* Every chunk but the last has min_chunk bytes or more. */
+    uint32_t max_chunks = len / min_chunk + 1;
+    const uint8_t *pkt = data + start;
 
-    gpu_re_hash_packet(data + start, len, ends + slot, hashes + slot,
-                       &payload_checks[p]);
+    if (len <= STAGE_BYTES) {
+        uint4 *buf = stage[threadIdx.x / 32];
+        const uint4 *d16 = (const uint4 *) data;
+        uint32_t blk0 = start >> 4;
+        uint32_t n_blks = ((start + len + 15) >> 4) - blk0;
+
+        for (uint32_t k = lane; k < n_blks; k += 32) {
+            buf[k] = d16[blk0 + k];
+        }
+        __syncwarp();
+        pkt = (const uint8_t *) buf + (start & 15);
+    }
+    for (uint32_t i0 = 0; i0 < max_chunks; i0 += 32) {
+        uint32_t i = i0 + lane;
+        uint32_t e = i < max_chunks ? ends[slot + i] : len;
+        /* The ends rise to 'len', the last chunk's; slots after it hold
+         * nothing of this packet. */
+        uint32_t at_end = __ballot_sync(0xffffffffu, e >= len);
+        uint32_t last = at_end ? __ffs(at_end) - 1 : 31;
+
+        if (lane <= last && len) {
+            uint32_t s = i ? ends[slot + i - 1] : 0;
+
+            hashes[slot + i] = gpu_re_murmur128(pkt + s, e - s);
+        }
+        if (at_end) {
+            break;
+        }
+    }
+    if (!lane) {
+        payload_checks[p] = gpu_re_payload_check(pkt, len);
+    }
 }
 
 __global__ void __launch_bounds__(THREADS)
