@@ -735,10 +735,10 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
         uint32_t wgrid = (np * 32 + THREADS - 1) / THREADS;
         uint32_t pgrid = wgrid < 264 ? wgrid : 264;
 
-        /* Insert, encode (a warp a payload), then append: the ring's
-         * old bytes stay for the encoding. */
-        graph_enc_insert_kernel<<<grid, THREADS, 0, cs>>>(kd, a, x->d_ends,
-                                                          x->d_hashes);
+        /* Insert and encode (a warp a payload), then append: the
+         * ring's old bytes stay for the encoding. */
+        graph_enc_insert_kernel<<<wgrid, THREADS, 0, cs>>>(kd, a, x->d_ends,
+                                                           x->d_hashes);
         graph_enc_shim_kernel<<<wgrid, THREADS, 0, cs>>>(
             kd, x->d_data, a, x->d_ends, x->d_hashes, x->d_enc_bodies,
             x->d_enc_results);
