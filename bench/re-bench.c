@@ -1266,7 +1266,8 @@ main(int argc, char **argv)
 
 usage:
     fprintf(stderr, "usage: re-bench [--mb N] [--iters N] [--streams N] "
-            "[--threads N] [--trace-mb N] [--cache-mb N] [--packet-passes N] [--seed S]\n"
+            "[--threads N] [--trace-mb N] [--cache-mb N]\n"
+            "                [--packet-passes N] [--seed S]\n"
             "                [--latency N[,N...]] [--latency-rounds N]\n"
             "                [--latency-modes packet|SEGMENT[,...]]\n");
     return 2;

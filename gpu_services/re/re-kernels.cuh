@@ -484,6 +484,26 @@ select_kernel(const uint64_t *__restrict__ tables,
     select_body<FPS>(tables, data, offsets, n, kp, cand, ends, fps);
 }
 
+/* Copies the 'len' bytes at offset 'start' of 'data' (the batch's
+ * 16-byte aligned buffer, with the slack of a 16-byte load past its end)
+ * into the warp's shared 'buf' (STAGE_BYTES + 32 bytes), with 16-byte
+ * loads by all 32 lanes at once, and returns where they start there.
+ * Every lane of the warp calls it. */
+__device__ __forceinline__ const uint8_t *
+warp_stage(uint4 *buf, const uint8_t *data, uint32_t start, uint32_t len,
+           uint32_t lane)
+{
+    const uint4 *d16 = (const uint4 *) data;
+    uint32_t blk0 = start >> 4;
+    uint32_t n_blks = ((start + len + 15) >> 4) - blk0;
+
+    for (uint32_t k = lane; k < n_blks; k += 32) {
+        buf[k] = d16[blk0 + k];
+    }
+    __syncwarp();
+    return (const uint8_t *) buf + (start & 15);
+}
+
 /* After the cuts: each chunk's 128-bit hash and each packet's check (the
  * same code as the CPU's, re-inline.h), a warp a packet.  The warp first
  * copies its packet into shared memory with 16-byte loads, all lanes at
@@ -519,16 +539,7 @@ hash_body(const uint8_t *__restrict__ data,
     const uint8_t *pkt = data + start;
 
     if (len <= STAGE_BYTES) {
-        uint4 *buf = stage[threadIdx.x / 32];
-        const uint4 *d16 = (const uint4 *) data;
-        uint32_t blk0 = start >> 4;
-        uint32_t n_blks = ((start + len + 15) >> 4) - blk0;
-
-        for (uint32_t k = lane; k < n_blks; k += 32) {
-            buf[k] = d16[blk0 + k];
-        }
-        __syncwarp();
-        pkt = (const uint8_t *) buf + (start & 15);
+        pkt = warp_stage(stage[threadIdx.x / 32], data, start, len, lane);
     }
     for (uint32_t i0 = 0; i0 < max_chunks; i0 += 32) {
         uint32_t i = i0 + lane;
@@ -858,17 +869,8 @@ enc_shim_body(struct gpu_re_enc_dev kd, const uint8_t *__restrict__ data,
 
     if (len <= STAGE_BYTES) {
         /* The payload, read at every compare step and for the literals,
-         * from shared memory: copied there by the warp at once. */
-        uint4 *buf = stage[threadIdx.x / 32];
-        const uint4 *d16 = (const uint4 *) data;
-        uint32_t blk0 = start >> 4;
-        uint32_t n_blks = ((start + len + 15) >> 4) - blk0;
-
-        for (uint32_t k = lane; k < n_blks; k += 32) {
-            buf[k] = d16[blk0 + k];
-        }
-        __syncwarp();
-        pay = (const uint8_t *) buf + (start & 15);
+         * from shared memory. */
+        pay = warp_stage(stage[threadIdx.x / 32], data, start, len, lane);
     }
     uint64_t pos = a->base + (offsets[p] - offsets[a->first]);
     uint64_t low = pos > kd.size ? pos - kd.size : 0;
