@@ -443,10 +443,11 @@ run_encode_case(uint64_t cache, size_t n_docs)
                                &hashes[slot], &phash[j]);
         }
 
-        /* The device's hash kernel (a warp a packet, each packet staged
-         * in shared memory) on the same cuts, from a buffer aligned as
-         * the device's, with the slack its 16-byte loads read: the same
-         * hashes as the CPU's. */
+        /* The batch in a buffer aligned as the device's, with the slack
+         * its 16-byte loads read (the kernels that stage a packet load
+         * uint4s): the kernels below read it there.  First the hash
+         * kernel (a warp a packet) on the same cuts: the same hashes as
+         * the CPU's. */
         std::vector<uint4> dbuf(offsets[n] / 16 + 2);
         std::vector<struct gpu_re_hash> dev_hashes(n_slots);
         std::vector<uint32_t> dev_checks(n);
@@ -503,15 +504,18 @@ run_encode_case(uint64_t cache, size_t n_docs)
         const struct gpu_re_enc_args *ap = &a;
 
         uint32_t wgrid = (n * 32 + THREADS - 1) / THREADS;
+        const uint8_t *aligned = (const uint8_t *) dbuf.data();
 
         /* As the graph: insert and encode a warp a payload, append. */
         launch(wgrid, THREADS, [=] {
             enc_insert_body(kd, off, n, e, h, ap);
         });
         launch(wgrid, THREADS, [=] {
-            enc_shim_body(kd, data, off, n, e, h, ap, bo, re);
+            enc_shim_body(kd, aligned, off, n, e, h, ap, bo, re);
         });
-        launch(4, THREADS, [=] { enc_append_body(kd, data, off, n, ap); });
+        launch(4, THREADS, [=] {
+            enc_append_body(kd, aligned, off, n, ap);
+        });
 
         for (size_t j = 0; j < n; j++) {
             const uint8_t *pay = data + offsets[j];
