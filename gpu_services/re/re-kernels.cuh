@@ -27,9 +27,10 @@
 
 #define THREADS 128
 #define SORT_THREADS 256
-/* The longest packet a warp-a-packet kernel (select, hash) first copies
- * into shared memory (an Ethernet MTU's payloads fit); longer
- * ones are read from global memory. */
+/* The longest packet whose bytes (hash and shim kernels) or candidate
+ * words (select kernel) a warp-a-packet kernel first copies into shared
+ * memory (an Ethernet MTU's payloads fit); longer ones are read from
+ * global memory. */
 #define STAGE_BYTES 2048
 #define N_BUCKETS 128
 
