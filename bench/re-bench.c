@@ -49,12 +49,16 @@
  *    hashing alone: the mean of --latency-rounds calls, one out at a
  *    time, for each chunker mode of --latency-modes ("packet": a thread a
  *    packet; a number: segment mode with that many bytes a thread;
- *    default "packet,256").
+ *    default "packet,256"), the encoding calls launched as each of
+ *    --latency-launch says ("host": by the submitting thread, the
+ *    default; "device": by the encoder's scheduler on the device, as
+ *    re_encode's are).
  *
  * Usage: re-bench [--mb N] [--iters N] [--streams N] [--threads N]
  *                 [--trace-mb N] [--cache-mb N] [--packet-passes N]
  *                 [--seed S] [--latency N[,N...]] [--latency-rounds N]
  *                 [--latency-modes packet|SEGMENT[,...]]
+ *                 [--latency-launch host|device[,...]]
  * (--mb 0: no chunking table, the trace alone; --packet-passes: the
  * packet helpers' run that many times, each with a fresh encoder and
  * decoder, for steadier figures or a profile.)
@@ -138,6 +142,8 @@ static int latency_rounds = 500;
 /* --latency-modes: the chunker's modes to time, "packet" (a thread a
  * packet, grouped by length) or a segment mode's bytes a thread. */
 static char *latency_modes;
+/* --latency-launch: who launches the encoding calls. */
+static bool latency_launch_host = true, latency_launch_device;
 
 struct workload {
     uint8_t *data;              /* Pinned. */
@@ -790,11 +796,15 @@ latency_one(struct gpu_re_chunker *ch, const struct gpu_re_config *cfg,
     gpu_re_chunker_get_stats(ch, &after);
     printf("  %-6s %5zu payloads (%6.1f kB): submit %6.1f us, round trip "
            "%7.1f us, %6.1f Gbit/s of payload; %" PRIu64 " graph "
-           "launches, %" PRIu64 " redone on the CPU\n",
-           on_device ? "encode" : "chunk", n, offs[n] / 1e3,
+           "launches (%" PRIu64 " by the device), %" PRIu64 " redone on "
+           "the CPU\n",
+           !on_device ? "chunk"
+           : after.n_device_launches > before.n_device_launches ? "enc-d"
+           : "encode", n, offs[n] / 1e3,
            submit_secs * 1e6 / rounds, total_secs * 1e6 / rounds,
            offs[n] * 8.0 * rounds / total_secs / 1e9,
            after.n_graph_launches - before.n_graph_launches,
+           after.n_device_launches - before.n_device_launches,
            after.n_fallbacks - before.n_fallbacks);
 out:
     gpu_re_batch_destroy(b);
@@ -835,7 +845,7 @@ latency_bench(const struct gpu_re_config *cfg, const uint8_t *tdata,
     for (char *mode = strtok_r(modes, ",", &msave); mode;
          mode = strtok_r(NULL, ",", &msave)) {
         struct gpu_re_chunker_config ccfg;
-        struct gpu_re_chunker *ch;
+        struct gpu_re_chunker *ch, *ch_dev = NULL;
         char *sizes = strdup(latency_sizes), *save = NULL;
 
         gpu_re_chunker_config_init(&ccfg);
@@ -848,6 +858,12 @@ latency_bench(const struct gpu_re_config *cfg, const uint8_t *tdata,
             printf("latency: no CUDA chunker for mode %s\n", mode);
             free(sizes);
             continue;
+        }
+        ccfg.device_launch = true;
+        if (latency_launch_device && gpu_re_chunker_create(&ccfg, &ch_dev)) {
+            printf("latency: no CUDA chunker launched by the device for "
+                   "mode %s\n", mode);
+            ch_dev = NULL;
         }
         if (ccfg.remap) {
             printf("\nround trip of one gather (CUDA, segment mode, %u "
@@ -862,13 +878,20 @@ latency_bench(const struct gpu_re_config *cfg, const uint8_t *tdata,
             size_t n = strtoull(tok, NULL, 0);
 
             if (n) {
-                latency_one(ch, cfg, registered, tbytes, n, true,
-                            latency_rounds);
+                if (latency_launch_host) {
+                    latency_one(ch, cfg, registered, tbytes, n, true,
+                                latency_rounds);
+                }
+                if (latency_launch_device && ch_dev) {
+                    latency_one(ch_dev, cfg, registered, tbytes, n, true,
+                                latency_rounds);
+                }
                 latency_one(ch, cfg, registered, tbytes, n, false,
                             latency_rounds);
             }
         }
         gpu_re_chunker_destroy(ch);
+        gpu_re_chunker_destroy(ch_dev);
         free(sizes);
     }
     free(modes);
@@ -1181,6 +1204,13 @@ main(int argc, char **argv)
             latency_rounds = atoi(v);
         } else if (!strcmp(a, "--latency-modes")) {
             latency_modes = strdup(v);
+        } else if (!strcmp(a, "--latency-launch")) {
+            latency_launch_host = strstr(v, "host") != NULL;
+            latency_launch_device = strstr(v, "device") != NULL;
+            if (!latency_launch_host && !latency_launch_device) {
+                fprintf(stderr, "--latency-launch: host, device or both\n");
+                return 1;
+            }
         } else {
             goto usage;
         }
@@ -1266,6 +1296,7 @@ usage:
             "[--threads N] [--trace-mb N] [--cache-mb N]\n"
             "                [--packet-passes N] [--seed S]\n"
             "                [--latency N[,N...]] [--latency-rounds N]\n"
-            "                [--latency-modes packet|SEGMENT[,...]]\n");
+            "                [--latency-modes packet|SEGMENT[,...]]\n"
+            "                [--latency-launch host|device[,...]]\n");
     return 2;
 }

@@ -6,8 +6,9 @@
 #   bench/run-re-gpu.sh [tests|bench|latency|all]...   (default: all)
 #
 # latency: the round trip of one call as re_encode's gathers make it in
-# the switch (re-bench --latency, the chunker's modes RE_LATENCY_MODES),
-# then, where Nsight Compute is installed, the same call of 600 payloads
+# the switch (re-bench --latency, the chunker's modes RE_LATENCY_MODES,
+# the encoding calls launched as RE_LATENCY_LAUNCH says: host, device or
+# host,device; default host), then, where Nsight Compute is installed, the same call of 600 payloads
 # split kernel by kernel (ncu times each node of the graph on its own;
 # modes RE_NCU_MODES).
 #
@@ -117,6 +118,7 @@ for step in $steps; do
         log "latency"
         cmd="$B/re-bench --mb 0 --trace-mb 8 --latency 64,256,600,1024,2048"
         cmd="$cmd --latency-modes ${RE_LATENCY_MODES:-packet,256}"
+        cmd="$cmd --latency-launch ${RE_LATENCY_LAUNCH:-host}"
         echo "command: $cmd" > "$OUT/latency.log"
         timeout 120 $cmd >> "$OUT/latency.log" 2>&1
         log "re-bench --latency exit $?"

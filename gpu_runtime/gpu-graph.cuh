@@ -33,6 +33,23 @@ gpu_graph_done_kernel(const uint32_t *seq, volatile uint32_t *flag)
     *flag = *seq;
 }
 
+/* A graph's first kernel where its launch is to be the submission's
+ * only runtime call: 'n_words' words of the launch's arguments from
+ * pinned, mapped host memory into device memory, where the kernels after
+ * it read them.  One block: on the H200 machine, 264 blocks whose first
+ * threads each read the same few words of mapped memory took ~800 us,
+ * the reads crossing the bus one after the other, while a grid reading
+ * distinct words moved 20 kB in ~9 us (docs/PERFORMANCE.md, seventeenth
+ * session).  Static: each library's .cu has its own. */
+static __global__ void
+gpu_graph_args_kernel(const uint32_t *__restrict__ h_args,
+                      uint32_t *__restrict__ d_args, uint32_t n_words)
+{
+    for (uint32_t i = threadIdx.x; i < n_words; i += blockDim.x) {
+        d_args[i] = h_args[i];
+    }
+}
+
 /* The device's clock, in nanoseconds. */
 static __device__ __forceinline__ unsigned long long
 gpu_graph_clock_ns(void)
@@ -44,14 +61,23 @@ gpu_graph_clock_ns(void)
 }
 
 /* Launches 'work' (fire and forget) for ring 'ring', then this kernel's
- * own graph again, to run once 'work' is done.  If a launch fails the
- * scheduler parks: the ring's poll sees its stream idle without the done
- * flag and reports a device error, and the next ring starts it again. */
+ * own graph again, to run once 'work' is done.  A queue's scheduler
+ * ('work' NULL) takes the graph queued 'ring'-th from 'entries'.  If a
+ * launch fails the scheduler parks: the ring's poll sees its stream idle
+ * without the done flag and reports a device error, and the next ring
+ * starts it again. */
 static __device__ void
 gpu_graph_scheduler_take(volatile uint32_t *bell, unsigned long long *state,
-                         cudaGraphExec_t work, uint32_t ring)
+                         cudaGraphExec_t work,
+                         const volatile unsigned long long *entries,
+                         uint32_t ring)
 {
     state[0] = ring;
+    if (!work) {
+        /* The entry was written before the ring that was read. */
+        __threadfence_system();
+        work = (cudaGraphExec_t) entries[ring % GPU_GRAPH_QUEUE_LEN];
+    }
     if (cudaGraphLaunch(work, cudaStreamGraphFireAndForget) != cudaSuccess
         || cudaGraphLaunch(cudaGetCurrentGraphExec(),
                            cudaStreamGraphTailLaunch) != cudaSuccess) {
@@ -63,19 +89,27 @@ gpu_graph_scheduler_take(volatile uint32_t *bell, unsigned long long *state,
 
 /* A struct gpu_graph's scheduler (gpu-runtime.h, "Device launch"): one
  * thread that polls the doorbell in mapped host memory and launches
- * 'work' when it moves.  'state' (device memory): [0] the last ring
+ * 'work' when it moves, or a queue's ('work' NULL) the next graph queued
+ * in 'entries', one a run.  'state' (device memory): [0] the last ring
  * taken, [1] when the scheduler was launched from the host (0: it has
  * not run since).  It parks after GPU_GRAPH_IDLE_NS without a ring, or
  * once GPU_GRAPH_LIFE_NS have passed since that launch. */
 static __global__ void
 gpu_graph_scheduler_kernel(volatile uint32_t *bell, unsigned long long *state,
-                           cudaGraphExec_t work)
+                           cudaGraphExec_t work,
+                           const volatile unsigned long long *entries)
 {
     unsigned long long start = gpu_graph_clock_ns();
     uint32_t seen = (uint32_t) state[0];
 
     if (!state[1]) {
         state[1] = start;
+    }
+    if (!work) {
+        /* This run starts after the graph it last took is done (a tail
+         * launch waits for the work its graph launched). */
+        bell[GPU_GRAPH_BELL_DONE] = seen;
+        __threadfence_system();
     }
     for (;;) {
         if (bell[GPU_GRAPH_BELL_STOP]) {
@@ -84,7 +118,8 @@ gpu_graph_scheduler_kernel(volatile uint32_t *bell, unsigned long long *state,
         uint32_t ring = bell[GPU_GRAPH_BELL_SEQ];
 
         if (ring != seen) {
-            gpu_graph_scheduler_take(bell, state, work, ring);
+            gpu_graph_scheduler_take(bell, state, work, entries,
+                                     work ? ring : seen + 1);
             return;
         }
 
@@ -102,11 +137,26 @@ gpu_graph_scheduler_kernel(volatile uint32_t *bell, unsigned long long *state,
             if (ring != seen) {
                 bell[GPU_GRAPH_BELL_PARKED] = 0;
                 state[1] = now;
-                gpu_graph_scheduler_take(bell, state, work, ring);
+                gpu_graph_scheduler_take(bell, state, work, entries,
+                                         work ? ring : seen + 1);
             }
             return;
         }
     }
+}
+
+/* Captures the scheduler kernel of 'g' (its own graph 'work', or a
+ * queue's with 'work' NULL) on 'capture', then builds and starts it. */
+static inline int
+gpu_graph_scheduler_capture(struct gpu_graph *g, void *capture,
+                            cudaGraphExec_t work)
+{
+    gpu_graph_scheduler_kernel<<<1, 1, 0, (cudaStream_t) capture>>>(
+        g->bell_dev, (unsigned long long *) g->sched_state_dev, work,
+        work ? NULL : (const volatile unsigned long long *) g->entries_dev);
+    return gpu_graph_scheduler_end(g, capture,
+                                   cudaGetLastError() == cudaSuccess
+                                   ? GPU_OK : GPU_ERR_DEVICE);
 }
 
 /* Gives 'g' (built by gpu_graph_capture_end_device()) a scheduler, so
@@ -118,15 +168,21 @@ gpu_graph_start_scheduler(struct gpu_graph *g)
     void *capture;
     int error = gpu_graph_scheduler_begin(g, &capture);
 
-    if (error) {
-        return error;
-    }
-    gpu_graph_scheduler_kernel<<<1, 1, 0, (cudaStream_t) capture>>>(
-        g->bell_dev, (unsigned long long *) g->sched_state_dev,
-        (cudaGraphExec_t) g->exec);
-    return gpu_graph_scheduler_end(g, capture,
-                                   cudaGetLastError() == cudaSuccess
-                                   ? GPU_OK : GPU_ERR_DEVICE);
+    return (error ? error
+            : gpu_graph_scheduler_capture(g, capture,
+                                          (cudaGraphExec_t) g->exec));
+}
+
+/* Makes 'q' a queue (gpu-runtime.h) with its scheduler running, for
+ * gpu_graph_queue_launch().  Returns GPU_OK, or an error with 'q' not a
+ * queue (its users then launch from the host). */
+static inline int
+gpu_graph_start_queue(struct gpu_graph *q)
+{
+    void *capture;
+    int error = gpu_graph_queue_begin(q, &capture);
+
+    return error ? error : gpu_graph_scheduler_capture(q, capture, NULL);
 }
 
 #endif /* gpu-graph.cuh */

@@ -822,21 +822,23 @@ graph_scheduler_free(struct gpu_graph *g)
         cudaFree(g->sched_state_dev);
         g->sched_state_dev = NULL;
     }
+    if (g->entries) {
+        cudaFreeHost(g->entries);
+        g->entries = NULL;
+        g->entries_dev = NULL;
+    }
     cudaGetLastError();
 #else
     (void) g;
 #endif
 }
 
-int
-gpu_graph_scheduler_begin(struct gpu_graph *g, void **capture_stream)
-{
-    *capture_stream = NULL;
 #ifdef HAVE_CUDA
-    if (!g->exec || !g->device_launchable || g->sched_exec || g->bell
-        || g->in_flight) {
-        return GPU_ERR_INVALID;
-    }
+/* Makes 'g''s scheduler's doorbell, state and stream, and begins the
+ * capture of its kernel on '*capture_stream'. */
+static int
+graph_scheduler_setup(struct gpu_graph *g, void **capture_stream)
+{
     if (atomic_fetch_add(&n_schedulers, 1) >= GPU_GRAPH_MAX_SCHEDULERS) {
         atomic_fetch_sub(&n_schedulers, 1);
         return GPU_ERR_INVALID;
@@ -872,8 +874,47 @@ gpu_graph_scheduler_begin(struct gpu_graph *g, void **capture_stream)
     }
     graph_scheduler_free(g);
     return GPU_ERR_DEVICE;
+}
+#endif
+
+int
+gpu_graph_scheduler_begin(struct gpu_graph *g, void **capture_stream)
+{
+    *capture_stream = NULL;
+#ifdef HAVE_CUDA
+    if (!g->exec || !g->device_launchable || g->sched_exec || g->bell
+        || g->in_flight) {
+        return GPU_ERR_INVALID;
+    }
+    return graph_scheduler_setup(g, capture_stream);
 #else
     (void) g;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_graph_queue_begin(struct gpu_graph *q, void **capture_stream)
+{
+    memset(q, 0, sizeof *q);
+    *capture_stream = NULL;
+#ifdef HAVE_CUDA
+    size_t size = GPU_GRAPH_QUEUE_LEN * sizeof *q->entries;
+
+    if (cudaHostAlloc((void **) &q->entries, size, cudaHostAllocMapped)
+        != cudaSuccess) {
+        q->entries = NULL;
+        cudaGetLastError();
+        return GPU_ERR_DEVICE;
+    }
+    memset(q->entries, 0, size);
+    if (cudaHostGetDevicePointer((void **) &q->entries_dev, q->entries, 0)
+        != cudaSuccess) {
+        graph_scheduler_free(q);
+        return GPU_ERR_DEVICE;
+    }
+    return graph_scheduler_setup(q, capture_stream);
+#else
     return GPU_ERR_NO_DEVICE;
 #endif
 }
@@ -924,6 +965,7 @@ gpu_graph_launch_on_stream(struct gpu_graph *g, void *stream)
         g->seq++;
         g->stream = stream;
         g->in_flight = true;
+        g->rung = false;
         g->n_unseen = 0;
         g->n_host_launches++;
         return GPU_OK;
@@ -935,45 +977,129 @@ gpu_graph_launch_on_stream(struct gpu_graph *g, void *stream)
     return GPU_ERR_DEVICE;
 }
 
+#ifdef HAVE_CUDA
+/* Rings 'g''s scheduler for its launch number g->seq + 1, launching it
+ * from this thread if it is parked. */
+static void
+graph_ring(struct gpu_graph *g)
+{
+    uint32_t seq = g->seq + 1;
+
+    /* Release: the arguments the host wrote go before the ring. */
+    __atomic_store_n(&g->bell[GPU_GRAPH_BELL_SEQ], seq, __ATOMIC_RELEASE);
+    /* The scheduler writes 'parked', then reads the doorbell; this thread
+     * writes the doorbell, then reads 'parked': one of the two sees the
+     * other's write, so a ring is never lost between a scheduler that
+     * parks and a thread that thinks it polls. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&g->bell[GPU_GRAPH_BELL_PARKED], __ATOMIC_RELAXED)) {
+        /* Queued after whatever scheduler is still on its way out: the
+         * new one takes the ring if the old one did not. */
+        g->bell[GPU_GRAPH_BELL_PARKED] = 0;
+        g->n_host_launches++;
+        if (cudaGraphLaunch((cudaGraphExec_t) g->sched_exec,
+                            (cudaStream_t) g->sched_stream)
+            != cudaSuccess) {
+            /* Whether anything will take the ring is unknown; the poll
+             * tells once the stream is idle. */
+            cudaGetLastError();
+            g->bell[GPU_GRAPH_BELL_PARKED] = 1;
+        }
+    }
+    g->seq = seq;
+    g->n_rings++;
+}
+
+/* 'g''s launch is in flight, rung for scheduler 'sched' (its own or a
+ * queue's). */
+static void
+graph_rung(struct gpu_graph *g, const struct gpu_graph *sched)
+{
+    g->stream = sched->sched_stream;
+    g->in_flight = true;
+    g->rung = true;
+    g->n_unseen = 0;
+}
+#endif
+
 int
 gpu_graph_launch(struct gpu_graph *g, void *stream)
 {
 #ifdef HAVE_CUDA
     if (g->sched_exec) {
-        uint32_t seq = g->seq + 1;
-
-        /* Release: the arguments the host wrote go before the ring. */
-        __atomic_store_n(&g->bell[GPU_GRAPH_BELL_SEQ], seq,
-                         __ATOMIC_RELEASE);
-        /* The scheduler writes 'parked', then reads the doorbell; this
-         * thread writes the doorbell, then reads 'parked': one of the two
-         * sees the other's write, so a ring is never lost between a
-         * scheduler that parks and a thread that thinks it polls. */
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&g->bell[GPU_GRAPH_BELL_PARKED],
-                            __ATOMIC_RELAXED)) {
-            /* Queued after whatever scheduler is still on its way out:
-             * the new one takes the ring if the old one did not. */
-            g->bell[GPU_GRAPH_BELL_PARKED] = 0;
-            g->n_host_launches++;
-            if (cudaGraphLaunch((cudaGraphExec_t) g->sched_exec,
-                                (cudaStream_t) g->sched_stream)
-                != cudaSuccess) {
-                /* Whether anything will take the ring is unknown; the
-                 * poll tells once the stream is idle. */
-                cudaGetLastError();
-                g->bell[GPU_GRAPH_BELL_PARKED] = 1;
-            }
-        }
-        g->seq = seq;
-        g->stream = g->sched_stream;
-        g->in_flight = true;
-        g->n_unseen = 0;
-        g->n_rings++;
+        graph_ring(g);
+        graph_rung(g, g);
         return GPU_OK;
     }
 #endif
     return gpu_graph_launch_on_stream(g, stream);
+}
+
+/* Spins until the queue's scheduler has finished all but 'ahead' of its
+ * launches.  GPU_OK, or GPU_ERR_DEVICE if its stream went idle first
+ * (its scheduler stopped: a launch failed). */
+static int
+graph_queue_wait(struct gpu_graph *q, uint32_t ahead)
+{
+#ifdef HAVE_CUDA
+    for (uint32_t spins = 1; ; spins++) {
+        uint32_t done = __atomic_load_n(&q->bell[GPU_GRAPH_BELL_DONE],
+                                        __ATOMIC_ACQUIRE);
+
+        if ((uint32_t) (q->seq - done) <= ahead) {
+            return GPU_OK;
+        }
+        if (!(spins % 1024)
+            && __atomic_load_n(&q->bell[GPU_GRAPH_BELL_PARKED],
+                               __ATOMIC_ACQUIRE)) {
+            cudaError_t e = cudaStreamQuery((cudaStream_t) q->sched_stream);
+
+            if (e != cudaErrorNotReady) {
+                cudaGetLastError();
+                done = __atomic_load_n(&q->bell[GPU_GRAPH_BELL_DONE],
+                                       __ATOMIC_ACQUIRE);
+                return ((uint32_t) (q->seq - done) <= ahead
+                        ? GPU_OK : GPU_ERR_DEVICE);
+            }
+        }
+    }
+#else
+    (void) q;
+    (void) ahead;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_graph_queue_launch(struct gpu_graph *q, struct gpu_graph *g)
+{
+#ifdef HAVE_CUDA
+    if (!q->entries || !q->sched_exec || !g->exec || !g->device_launchable
+        || g->sched_exec || g->in_flight) {
+        return GPU_ERR_INVALID;
+    }
+    /* The entry this launch takes must have been read. */
+    if (graph_queue_wait(q, GPU_GRAPH_QUEUE_LEN - 1)) {
+        return GPU_ERR_DEVICE;
+    }
+    q->entries[(uint32_t) (q->seq + 1) % GPU_GRAPH_QUEUE_LEN]
+        = (uint64_t) (uintptr_t) g->exec;
+    graph_ring(q);
+    g->seq++;
+    g->n_rings++;
+    graph_rung(g, q);
+    return GPU_OK;
+#else
+    (void) q;
+    (void) g;
+    return GPU_ERR_NO_DEVICE;
+#endif
+}
+
+int
+gpu_graph_queue_drain(struct gpu_graph *q)
+{
+    return q->entries ? graph_queue_wait(q, 0) : GPU_OK;
 }
 
 static bool
@@ -1026,7 +1152,7 @@ gpu_graph_wait(struct gpu_graph *g)
     }
     g->in_flight = false;
 #ifdef HAVE_CUDA
-    if (g->sched_exec && g->stream == g->sched_stream) {
+    if (g->rung) {
         /* The scheduler's stream stays busy while it polls: spin on the
          * flag, and stop once the stream is idle (or failed) without
          * it. */

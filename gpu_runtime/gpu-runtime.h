@@ -242,7 +242,18 @@ struct gpu_stream *gpu_stream_per_thread(void);
  * GPU_GRAPH_IDLE_NS without a ring or run GPU_GRAPH_LIFE_NS since it was
  * launched from the host, and the next gpu_graph_launch() that finds it
  * parked launches it again from the host: such a call waits that long at
- * most. */
+ * most.
+ *
+ * A queue: graphs that must run one after the other in the order they
+ * were launched (an encoder's batches, each with its own graph and
+ * arguments, whose state on the device is one ordered stream) cannot
+ * each have a scheduler of their own, which would run two of them at
+ * once.  A struct gpu_graph begun with gpu_graph_queue_begin() has no
+ * graph of its own: its one scheduler takes the graphs queued by
+ * gpu_graph_queue_launch() in order, each once the one before is done
+ * (a scheduler's next run is tail-launched, after the work it launched),
+ * and writes how many it has finished to its doorbell
+ * (GPU_GRAPH_BELL_DONE) for gpu_graph_queue_drain(). */
 struct gpu_graph {
     void *exec;                 /* cudaGraphExec_t; NULL until built. */
     uint32_t *flag;             /* Pinned: the sequence number of the
@@ -266,13 +277,28 @@ struct gpu_graph {
                                  * scheduler: the parked one's
                                  * relaunches and launches after stream
                                  * work). */
+    bool rung;                  /* The launch in flight was rung (its own
+                                 * scheduler or a queue's): the stream
+                                 * stays busy while the scheduler polls,
+                                 * so a wait spins on the flag. */
+
+    /* A queue (gpu_graph_queue_begin(); 'exec' NULL): the graphs its
+     * scheduler launches, GPU_GRAPH_QUEUE_LEN exec handles in pinned,
+     * mapped memory, the n-th queued at [n % GPU_GRAPH_QUEUE_LEN]. */
+    uint64_t *entries;
+    uint64_t *entries_dev;
 };
 
 /* The doorbell block's words, a cache line apart. */
 #define GPU_GRAPH_BELL_SEQ 0        /* Rung: the launch's sequence number. */
 #define GPU_GRAPH_BELL_PARKED 16    /* Nonzero: no scheduler polls. */
 #define GPU_GRAPH_BELL_STOP 32      /* Nonzero: schedulers end at once. */
-#define GPU_GRAPH_BELL_WORDS 48
+#define GPU_GRAPH_BELL_DONE 48      /* A queue's: launches finished. */
+#define GPU_GRAPH_BELL_WORDS 64
+
+/* Launches a queue holds at most before gpu_graph_queue_launch() waits
+ * for the oldest to be taken. */
+#define GPU_GRAPH_QUEUE_LEN 64
 
 /* A scheduler parks after this long without a ring... */
 #define GPU_GRAPH_IDLE_NS 500000
@@ -304,6 +330,27 @@ int gpu_graph_scheduler_begin(struct gpu_graph *, void **capture_stream);
 int gpu_graph_scheduler_end(struct gpu_graph *, void *capture_stream,
                             int error);
 #define GPU_GRAPH_MAX_SCHEDULERS 32
+
+/* gpu_graph_start_queue() (gpu-graph.cuh): gpu_graph_queue_begin() makes
+ * 'q' a queue, with its doorbell, entries and scheduler's stream, and
+ * returns a capturing stream for its scheduler kernel as
+ * gpu_graph_scheduler_begin() does; gpu_graph_scheduler_end() finishes
+ * it.  On failure 'q' is left as gpu_graph_destroy() leaves a graph. */
+int gpu_graph_queue_begin(struct gpu_graph *q, void **capture_stream);
+/* Queues 'g' (built by gpu_graph_capture_end_device(), with no scheduler
+ * of its own, none of its launches in flight) on queue 'q': its
+ * scheduler launches it after every graph queued before, and
+ * gpu_graph_poll() and _wait() on 'g' then tell when it is done.  The
+ * caller serializes the launches on one queue.  Waits while
+ * GPU_GRAPH_QUEUE_LEN launches are not yet taken.  Returns GPU_OK (even
+ * if the scheduler could not be woken: 'g''s poll then fails) or
+ * GPU_ERR_DEVICE. */
+int gpu_graph_queue_launch(struct gpu_graph *q, struct gpu_graph *g);
+/* Waits until every graph queued on 'q' is done, before work that must
+ * follow them goes on a stream of the host's.  GPU_OK, or GPU_ERR_DEVICE
+ * if the scheduler stopped with some not done. */
+int gpu_graph_queue_drain(struct gpu_graph *q);
+
 int gpu_graph_poll(struct gpu_graph *);
 int gpu_graph_wait(struct gpu_graph *);
 void gpu_graph_destroy(struct gpu_graph *);

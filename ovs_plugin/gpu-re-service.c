@@ -72,6 +72,7 @@ struct re_peer {
     unsigned int hold_us;       /* calls out, the threads together, and
                                  * how long a gather waits for more. */
     struct gpu_service_calls_out calls_out;     /* All threads'. */
+    bool device_launch;         /* re_encode's "launch=device". */
 
     struct ovs_mutex mutex;     /* One batch at a time, in order. */
     struct gpu_re_chunker *chunker;         /* Encoder only. */
@@ -138,6 +139,11 @@ re_parse_args(const char *args, bool encoder, struct gpu_re_config *cfg,
      * the chunking is (docs/RE-NOTES.md): half the PMD's time a packet
      * on the H100 machine; "encoder=host" keeps them on the PMD. */
     cfg->device_encode = true;
+    /* Its batches launched by the device, by one scheduler for the
+     * encoder: a submission is a store to the doorbell, where a launch
+     * cost the PMD microseconds a gather; "launch=host" launches them
+     * from the PMD. */
+    cfg->device_launch = true;
     for (item = strtok_r(copy, ",", &save_ptr); item;
          item = strtok_r(NULL, ",", &save_ptr)) {
         char *eq = strchr(item, '=');
@@ -235,6 +241,7 @@ re_check(const char *args, bool encoder)
     p->options = options;
     p->in_flight = in_flight;
     p->hold_us = hold_us;
+    p->device_launch = cfg.device_launch;
     name = options = NULL;
     ovs_mutex_init(&p->mutex);
     if (encoder) {
@@ -249,6 +256,7 @@ re_check(const char *args, bool encoder)
          * 106 us against 178 us (re-bench --latency, H200). */
         ccfg.remap = true;
         ccfg.segment = 64;
+        ccfg.device_launch = cfg.device_launch;
         ccfg.backend = gpu_services_get_backend(&device)
                        ? GPU_RE_BACKEND_CUDA : GPU_RE_BACKEND_CPU;
         ccfg.device = device;
@@ -1008,10 +1016,22 @@ re_format_peer(struct ds *s, struct re_peer *p)
         atomic_read_relaxed(&p->n_gathered, &n_gathered);
         atomic_read_relaxed(&p->n_in_place, &n_in_place);
         ds_put_format(s, "  chunking: %s\n", gpu_re_chunker_why(p->chunker));
-        ds_put_format(s, "  encoding: %s\n",
-                      gpu_re_encoder_on_device(p->enc)
-                      ? "on the device (encoder=device)"
-                      : "on the host");
+        if (gpu_re_encoder_on_device(p->enc)) {
+            struct gpu_re_chunker_stats cs;
+
+            /* Launched by the device unless the option said host or the
+             * queue could not start (then all from the PMD). */
+            gpu_re_chunker_get_stats(p->chunker, &cs);
+            ds_put_format(s, "  encoding: on the device (encoder=device); "
+                          "calls launched by the device: %"PRIu64" of %"
+                          PRIu64" (launch=%s), its scheduler woken %"PRIu64
+                          " times\n", cs.n_device_launches,
+                          cs.n_graph_launches,
+                          p->device_launch ? "device" : "host",
+                          cs.n_scheduler_launches);
+        } else {
+            ds_put_format(s, "  encoding: on the host\n");
+        }
         unsigned int max_hold_us = gpu_services_get_max_hold_us();
         unsigned int most_out;
 

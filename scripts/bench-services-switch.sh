@@ -177,7 +177,10 @@
 #
 # BENCH_RE_ENCODER=host|device in the environment: re_encode's option
 # encoder= (USAGE.md): the encoder's table probes, match extension and
-# shim bodies on the host (the default) or on the device.
+# shim bodies on the host or on the device (the default).
+# BENCH_RE_LAUNCH=host|device: its option launch= (who launches an
+# encoding call: the PMD, or the encoder's scheduler on the device, the
+# default).
 #
 # BENCH_PERF=SECONDS in the environment: after each row's rate, the none
 # rows' included (plain forwarding, the comparison), a perf profile of
@@ -280,11 +283,15 @@ while True:
 print('%.1f' % (t / n))" "$1"
 }
 
-# re_encoder: re_encode's encoder=, in-flight= and hold-us= options from
-# BENCH_RE_ENCODER, BENCH_RE_IN_FLIGHT and BENCH_RE_HOLD_US.
+# re_encoder: re_encode's encoder=, launch=, in-flight= and hold-us=
+# options from BENCH_RE_ENCODER, BENCH_RE_LAUNCH, BENCH_RE_IN_FLIGHT and
+# BENCH_RE_HOLD_US.
 re_encoder() {
     if test -n "${BENCH_RE_ENCODER:-}"; then
         printf ',encoder=%s' "$BENCH_RE_ENCODER"
+    fi
+    if test -n "${BENCH_RE_LAUNCH:-}"; then
+        printf ',launch=%s' "$BENCH_RE_LAUNCH"
     fi
     if test -n "${BENCH_RE_IN_FLIGHT:-}"; then
         printf ',in-flight=%s' "$BENCH_RE_IN_FLIGHT"

@@ -2235,7 +2235,15 @@ dev_burst(struct gpu_re_encoder *e, const struct frame *orig,
  * Cases: a 64 KB cache (gathers longer than the cache: the ring keeps
  * only their tail), 1 MB, a new epoch every 300 shims, gpu_re_encoder_
  * resync() between gathers, and frames with no room for the epoch's
- * first shim (they go raw, outside any epoch, until one has room). */
+ * first shim (they go raw, outside any epoch, until one has room).
+ *
+ * On CUDA each case runs twice more: with the chunker's 'device_launch'
+ * (re_encode's default, with its segment mode of 64 bytes), where the
+ * encoder's one scheduler on the device launches the gathers' graphs in
+ * order, two of them queued at a time; every gather's call must have
+ * been launched so, and the same checks hold (a gather run before the
+ * one submitted ahead of it would reference bytes not yet in the ring:
+ * frames that do not decode). */
 static void
 test_device_encode(void **state)
 {
@@ -2273,9 +2281,13 @@ test_device_encode(void **state)
             caps[i] = (cases[ci].tight && i < 50 ? orig[i].len
                        : sizeof orig[i].buf);
         }
-        for (int bi = 0; bi < n_backends; bi++) {
+        for (int run = 0; run < 2 * n_backends; run++) {
             const size_t max_gather = 6 * 32;
+            int bi = run / 2;
+            bool device_launch = run % 2;
             struct gpu_re_chunker_config cc;
+            struct gpu_re_chunker_stats cs;
+            uint64_t n_submits = 0;
             struct gpu_re_chunker *ch;
             struct gpu_re_encoder *ed, *eh;
             struct gpu_re_decoder *d;
@@ -2289,8 +2301,19 @@ test_device_encode(void **state)
             bool cuda = backends[bi] == GPU_RE_BACKEND_CUDA;
             size_t n_raw = 0, n_shim = 0;
 
+            if (device_launch && !cuda) {
+                free(got);
+                free(ref);
+                free(res);
+                continue;
+            }
             gpu_re_chunker_config_init(&cc);
             cc.backend = backends[bi];
+            cc.device_launch = device_launch;
+            if (device_launch) {
+                cc.remap = true;
+                cc.segment = 64;
+            }
             assert_int_equal(gpu_re_chunker_create(&cc, &ch), GPU_OK);
             if (cuda) {
                 /* Where the payloads read in place are, as DPDK's mbufs
@@ -2343,6 +2366,7 @@ test_device_encode(void **state)
                     dev_gather_submit(ed, &g[cur], b[cur], data[cur],
                                       offsets[cur], rooms[cur], orig, got,
                                       caps, i0, ng, &r);
+                    n_submits++;
                 }
                 /* The older gather is encoded once the next one is on
                  * its way. */
@@ -2400,13 +2424,22 @@ test_device_encode(void **state)
             double saved_d = 1.0 - (double) ds.bytes_out / ds.bytes_in;
             double saved_h = 1.0 - (double) hs.bytes_out / hs.bytes_in;
 
+            gpu_re_chunker_get_stats(ch, &cs);
             print_message("  %s: device encoder %s, saved %.1f%% (host "
                           "encoder %.1f%%), %" PRIu64 " shims, %" PRIu64
-                          " references, %" PRIu64 " epochs\n",
+                          " references, %" PRIu64 " epochs; %" PRIu64
+                          " gathers, %" PRIu64 " calls launched by the "
+                          "device (scheduler woken %" PRIu64 " times)\n",
                           gpu_re_backend_name(backends[bi]),
                           cuda ? "on the device" : "on the host",
                           100 * saved_d, 100 * saved_h, ds.shims, ds.hits,
-                          ds.epochs);
+                          ds.epochs, n_submits, cs.n_device_launches,
+                          cs.n_scheduler_launches);
+            if (device_launch) {
+                assert_true(cs.n_device_launches >= n_submits);
+            } else {
+                assert_int_equal(cs.n_device_launches, 0);
+            }
             if (!cases[ci].resync_calls) {
                 assert_true(saved_d >= 0.8 * saved_h);
             }

@@ -189,7 +189,7 @@ struct graph_args {
     struct gpu_gather_desc *fdescs;
 };
 static_assert(sizeof(struct graph_args) % 4 == 0,
-              "graph_args_kernel() copies words");
+              "gpu_graph_args_kernel() copies words");
 
 /* A batch's submissions as one CUDA graph: on a host where each runtime
  * call costs the calling thread microseconds (docs/PERFORMANCE.md: ~2.4
@@ -596,23 +596,6 @@ input_is_own(const struct gpu_ids_batch *b, const struct io_layout *L)
 /* ---- The graph's kernels: the bodies of ids-kernels.cuh with their
  * arguments read from device memory. ---- */
 
-/* The graph's first kernel: the launch's arguments, from the batch's
- * host block (mapped) into device memory, where the kernels after it
- * read them.  One block: on the H200 machine, 264 blocks whose first
- * threads each read the same few words of mapped memory took ~800 us,
- * the reads crossing the bus one after the other, while a grid reading
- * distinct words moved 20 kB in ~9 us (docs/PERFORMANCE.md, seventeenth
- * session). */
-__global__ void __launch_bounds__(THREADS)
-graph_args_kernel(const uint32_t *__restrict__ h_args,
-                  uint32_t *__restrict__ d_args)
-{
-    for (uint32_t i = threadIdx.x; i < sizeof(struct graph_args) / 4;
-         i += blockDim.x) {
-        d_args[i] = h_args[i];
-    }
-}
-
 /* The rest of the input, pulled from the batch's host block: every
  * payload by its descriptor (in place, or staged in the block), the
  * offsets and headers of the launch's packets; and the list counters
@@ -814,8 +797,9 @@ graph_build(struct gpu_ids_batch *b, bool device_launch)
     }
     cs = (cudaStream_t) capture;
     c->graph.h_io_dev = h_io_dev;
-    graph_args_kernel<<<1, THREADS, 0, cs>>>(
-        (const uint32_t *) (h_io_dev + L->args), (uint32_t *) d_args);
+    gpu_graph_args_kernel<<<1, THREADS, 0, cs>>>(
+        (const uint32_t *) (h_io_dev + L->args), (uint32_t *) d_args,
+        sizeof *d_args / 4);
     graph_pull_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(
         d_args, (const uint32_t *) (h_io_dev + L->offsets), c->d_offsets,
         (const uint2 *) (h_io_dev + L->hdrs), (uint2 *) c->d_hdrs,

@@ -115,9 +115,15 @@ struct gpu_re_chunker_config {
     uint32_t segment;           /* Bytes per thread, multiple of 32
                                  * (0: 256). */
     /* CUDA: queue each submission kernel by kernel (some 14 runtime
-     * calls) rather than as the batch's CUDA graph (3), for comparisons
-     * and tests. */
+     * calls) rather than as the batch's CUDA graph (1, or 2 where the
+     * payloads must be copied first), for comparisons and tests. */
     bool kernel_by_kernel;
+    /* CUDA: an encoder's batches (gpu_re_encoder_batch_create()) are
+     * launched by the device: a submission writes its arguments and
+     * rings a doorbell that one scheduler kernel a encoder polls, which
+     * launches the batches' graphs in the order they were submitted (no
+     * runtime call; gpu_runtime's "Device launch").  Default false. */
+    bool device_launch;
 };
 
 void gpu_re_chunker_config_init(struct gpu_re_chunker_config *);
@@ -233,7 +239,11 @@ size_t gpu_re_chunk_cpu(const struct gpu_re_params *, const uint8_t *data,
 struct gpu_re_chunker_stats {
     uint64_t n_batches, n_packets, n_bytes;
     uint64_t n_fallbacks;       /* CUDA batches redone on the CPU. */
-    uint64_t n_graph_launches;  /* CUDA submissions made as one graph. */
+    uint64_t n_graph_launches;  /* CUDA submissions made as one graph... */
+    uint64_t n_device_launches; /* ...of those, launched by the device
+                                 * (an encoder's queue, 'device_launch')... */
+    uint64_t n_scheduler_launches;  /* ...whose scheduler, parked, this
+                                     * host launched again. */
 };
 
 void gpu_re_chunker_get_stats(struct gpu_re_chunker *,
@@ -330,6 +340,11 @@ struct gpu_re_config {
      * default false, "host").  A chunker that cannot (the CPU backend)
      * encodes on the host as always. */
     bool device_encode;
+    /* An encoder on the device: its batches launched by the device, not
+     * by the submitting thread ("launch=device", the chunker's
+     * 'device_launch' for gpu_re_chunker_create(); default false,
+     * "host"). */
+    bool device_launch;
 };
 
 void gpu_re_config_init(struct gpu_re_config *);
@@ -341,7 +356,8 @@ void gpu_re_config_init(struct gpu_re_config *);
  * GPU_OK, or GPU_ERR_INVALID with a message in 'err' (an unknown key, a
  * malformed or out-of-range value); 'cfg' is unchanged on error.  Check
  * the whole set with gpu_re_config_check() afterwards. */
-/* "encoder" takes "host" or "device" (device_encode). */
+/* "encoder" takes "host" or "device" (device_encode), and so does
+ * "launch" (device_launch). */
 int gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
                       const char *value, char *err, size_t err_size);
 /* GPU_OK, or GPU_ERR_INVALID with the reason in 'err'. */

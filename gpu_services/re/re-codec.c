@@ -390,7 +390,7 @@ gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
 
     static const char *const keys[] = {
         "cache", "window", "bits", "min_chunk", "max_chunk", "min_ref",
-        "resync", "epoch", "encoder",
+        "resync", "epoch", "encoder", "launch",
     };
     size_t i;
 
@@ -409,15 +409,16 @@ gpu_re_config_set(struct gpu_re_config *cfg, const char *key,
         }
         return GPU_ERR_INVALID;
     }
-    if (!strcmp(key, "encoder")) {
+    if (!strcmp(key, "encoder") || !strcmp(key, "launch")) {
         if (strcmp(value, "host") && strcmp(value, "device")) {
             if (err && err_size) {
-                snprintf(err, err_size, "encoder: bad value \"%s\" (host "
-                         "or device)", value);
+                snprintf(err, err_size, "%s: bad value \"%s\" (host or "
+                         "device)", key, value);
             }
             return GPU_ERR_INVALID;
         }
-        cfg->device_encode = !strcmp(value, "device");
+        *(!strcmp(key, "encoder") ? &cfg->device_encode
+          : &cfg->device_launch) = !strcmp(value, "device");
         return GPU_OK;
     }
     errno = 0;

@@ -58,7 +58,9 @@ struct cuda_chunker {
 };
 
 /* A submission's arguments for the batch's graph (below), followed in
- * the same block by its n + 1 offsets: one copy moves both. */
+ * the same pinned block by its n + 1 offsets and its descriptors: the
+ * graph's first kernels pull them from there (mapped), so a submission
+ * queues no copy. */
 struct graph_args {
     uint32_t n;
     uint32_t n_bytes;
@@ -66,6 +68,7 @@ struct graph_args {
     uint32_t span;              /* max_len - min_len, at least 1. */
     uint32_t n_slots;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
+    uint32_t pull_offsets;      /* 0: the device has them (a rerun). */
     /* Payloads the graph gathers itself, from where they are (read in
      * place, or staged in the caller's pinned block): 'n_descs'
      * descriptors 'descs_at' bytes from the start of these arguments,
@@ -83,6 +86,16 @@ struct cuda_enc {
      * one ordered stream of payloads.  (An event between the threads'
      * own streams cost two more runtime calls a submission.) */
     cudaStream_t stream;
+    /* Or, with the chunker's 'device_launch', launched by the device:
+     * one queue (gpu-runtime.h) for all the encoder's batches, whose
+     * scheduler runs them one after the other in the order they were
+     * submitted, as the stream would.  A submission the queue cannot
+     * take (a block that must be copied first) waits for the queue to
+     * drain and goes on the stream, and the next queued one waits for
+     * the stream. */
+    struct gpu_graph queue;
+    bool queue_failed;          /* Could not be started: the stream. */
+    bool stream_busy;           /* Work on 'stream' since the queue's. */
 };
 
 struct cuda_batch {
@@ -111,7 +124,9 @@ struct cuda_batch {
     struct gpu_graph graph;
     struct graph_args *h_args;  /* Pinned, with room for the offsets and
                                  * the descriptors... */
-    struct graph_args *d_args;  /* ...and the device's copy. */
+    const char *h_args_dev;     /* ...as the device addresses it... */
+    struct graph_args *d_args;  /* ...and the device's copy of the
+                                 * arguments and offsets. */
     bool graph_inputs;          /* The inputs on the device are the last
                                  * graph launch's (for a resubmission). */
 
@@ -479,13 +494,34 @@ args_offsets(const struct graph_args *a)
     return (const uint32_t *) (a + 1);
 }
 
-/* The graph's first kernel: the payloads its descriptors name (none if
- * the submission copied them all). */
+/* The graph's second kernel (after gpu_graph_args_kernel()): the
+ * offsets, from the pinned block 'h_args' (mapped) to after the device's
+ * arguments 'a', the payloads the descriptors there name (none if the
+ * submission copied them all), and, if the arguments say so, an
+ * encoder's table emptied (a new epoch) before the insert kernel. */
 static __global__ void __launch_bounds__(THREADS)
-graph_gather_kernel(const struct graph_args *a, uint8_t *__restrict__ out)
+graph_gather_kernel(struct graph_args *a, const char *__restrict__ h_args,
+                    uint8_t *__restrict__ out, uint4 *__restrict__ table,
+                    size_t table_vecs)
 {
-    gpu_gather_body((const struct gpu_gather_desc *)
-                    ((const char *) a + a->descs_at), a->n_descs, out);
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t stride = gridDim.x * blockDim.x;
+
+    if (a->pull_offsets) {
+        const uint32_t *h_offsets = (const uint32_t *) (h_args + sizeof *a);
+        uint32_t *d_offsets = (uint32_t *) (a + 1);
+
+        for (uint32_t i = tid; i <= a->n; i += stride) {
+            d_offsets[i] = h_offsets[i];
+        }
+    }
+    if (table && a->enc.clear) {
+        for (size_t i = tid; i < table_vecs; i += stride) {
+            table[i] = make_uint4(0, 0, 0, 0);
+        }
+    }
+    gpu_gather_body((const struct gpu_gather_desc *) (h_args + a->descs_at),
+                    a->n_descs, out);
 }
 
 __global__ void __launch_bounds__(SORT_THREADS)
@@ -644,9 +680,18 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
     uint32_t np = b->max_packets;
     uint32_t grid = (np + THREADS - 1) / THREADS;
     const uint32_t *order = NULL;
+    struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
     int error = GPU_OK;
 
-    graph_gather_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(a, x->d_data);
+    static_assert(sizeof *a % 4 == 0, "the arguments are whole words");
+    gpu_graph_args_kernel<<<1, THREADS, 0, cs>>>(
+        (const uint32_t *) x->h_args_dev, (uint32_t *) x->d_args,
+        sizeof *a / 4);
+    graph_gather_kernel<<<GPU_GATHER_BLOCKS, THREADS, 0, cs>>>(
+        x->d_args, x->h_args_dev, x->d_data,
+        ce ? (uint4 *) ce->kd.table : NULL,
+        ce ? ((ce->kd.mask + 1) * GPU_RE_ENC_WAYS * sizeof *ce->kd.table
+              / sizeof(uint4)) : 0);
     if (c->cfg.remap) {
         uint32_t seg = c->cfg.segment;
         uint32_t items = (b->max_bytes + seg - 1) / seg;
@@ -724,10 +769,10 @@ graph_queue(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t cs)
 
     /* Encoding: the host needs only each payload's result, its shim's
      * body and the payload's hash (the shim's check), not the cuts. */
-    bool enc = b->enc_dev != NULL;
+    bool enc = ce != NULL;
 
     if (enc) {
-        struct gpu_re_enc_dev kd = ((struct cuda_enc *) b->enc_dev)->kd;
+        struct gpu_re_enc_dev kd = ce->kd;
         struct gpu_re_enc_result *h_results = mapped(b->enc_results,
                                                      &error);
         uint8_t *h_bodies = mapped(b->enc_bodies, &error);
@@ -790,11 +835,14 @@ args_alloc(struct gpu_re_batch *b, struct cuda_batch *x)
     }
     error = CK(cudaMallocHost((void **) &x->h_args, size));
     if (!error) {
+        x->h_args_dev = mapped((char *) x->h_args, &error);
+    }
+    if (!error) {
         error = CK(cudaMalloc((void **) &x->d_args, size));
-        if (error) {
-            cudaFreeHost(x->h_args);
-            x->h_args = NULL;
-        }
+    }
+    if (error && x->h_args) {
+        cudaFreeHost(x->h_args);
+        x->h_args = NULL;
     }
     return error;
 }
@@ -838,11 +886,14 @@ args_put_descs(struct gpu_re_batch *b, struct graph_args *a,
     return *error ? 0 : at + n_descs * sizeof(struct gpu_gather_desc);
 }
 
-/* Builds 'b''s graph and its argument blocks, once.  Returns GPU_OK, or
- * an error after which the batch goes on kernel by kernel. */
+/* Builds 'b''s graph and its argument blocks, once, for the device to
+ * launch too if 'device_launch' (an encoder's batch: then the encoder's
+ * queue is started if it has none).  Returns GPU_OK, or an error after
+ * which the batch goes on kernel by kernel. */
 static int
-graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
+graph_build(struct gpu_re_batch *b, struct cuda_batch *x, bool device_launch)
 {
+    struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
     void *capture;
     int error;
 
@@ -851,9 +902,14 @@ graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
         error = gpu_graph_capture_begin(&x->graph, &capture);
     }
     if (!error) {
-        error = gpu_graph_capture_end(&x->graph, capture,
-                                      graph_queue(b, x,
-                                                  (cudaStream_t) capture));
+        error = graph_queue(b, x, (cudaStream_t) capture);
+        error = (device_launch
+                 ? gpu_graph_capture_end_device(&x->graph, capture, error)
+                 : gpu_graph_capture_end(&x->graph, capture, error));
+    }
+    if (!error && device_launch && !ce->queue.sched_exec
+        && !ce->queue_failed) {
+        ce->queue_failed = gpu_graph_start_queue(&ce->queue) != GPU_OK;
     }
     if (error) {
         x->graph.broken = true;
@@ -861,24 +917,68 @@ graph_build(struct gpu_re_batch *b, struct cuda_batch *x)
     return error;
 }
 
-/* Submits 'b' as its graph: the arguments and offsets in one copy, the
- * payloads in another, then the launch.  With payloads read in place the
- * graph's first kernel gathers them all by descriptors (copied with the
- * arguments) from where they are, the staged ones from the caller's
- * pinned block, and nothing else is copied.  'again': the inputs on the
- * device are the last graph launch's; only the arguments go again (a new
- * sequence number). */
+/* Launches 'b''s graph, whose arguments are written: by the encoder's
+ * queue where it can ('queue_ok': nothing to copy first), else on 's'
+ * from this thread, after the queue's launches if the encoder has a
+ * queue. */
+static int
+graph_launch_one(struct gpu_re_batch *b, struct cuda_batch *x,
+                 cudaStream_t s, bool queue_ok)
+{
+    struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
+    struct gpu_graph *q = ce && ce->queue.sched_exec ? &ce->queue : NULL;
+    int error;
+
+    if (q && queue_ok && x->graph.device_launchable) {
+        if (ce->stream_busy) {
+            error = CK(cudaStreamSynchronize(ce->stream));
+            if (error) {
+                return error;
+            }
+            ce->stream_busy = false;
+        }
+        uint64_t n_host_launches = q->n_host_launches;
+
+        error = gpu_graph_queue_launch(q, &x->graph);
+        if (!error) {
+            __atomic_fetch_add(&b->c->n_device_launches, 1,
+                               __ATOMIC_RELAXED);
+            __atomic_fetch_add(&b->c->n_scheduler_launches,
+                               q->n_host_launches - n_host_launches,
+                               __ATOMIC_RELAXED);
+        }
+        return error;
+    }
+    error = q ? gpu_graph_queue_drain(q) : GPU_OK;
+    if (!error) {
+        error = gpu_graph_launch_on_stream(&x->graph, s);
+    }
+    if (!error && ce) {
+        ce->stream_busy = true;
+    }
+    return error;
+}
+
+/* Submits 'b' as its graph, whose first kernels pull the arguments and
+ * offsets from the batch's pinned block: the launch alone, or, if the
+ * payloads are not all where the device may read them, a copy of the
+ * block first.  With payloads read in place the graph gathers them all
+ * by descriptors (in the pinned block too) from where they are, the
+ * staged ones from the caller's pinned block, and nothing is copied.
+ * 'again': the inputs on the device are the last graph launch's; only
+ * the arguments go again (a new sequence number). */
 static int
 graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
              bool again)
 {
     struct graph_args *a = x->h_args;
     size_t n = b->n_packets;
-    size_t size = sizeof *a;
     bool copy_data = !again;
     int error = GPU_OK;
 
     a->n_descs = 0;
+    a->pull_offsets = !again;
+    a->enc.clear = 0;
     if (!again) {
         a->n = n;
         a->n_bytes = b->n_bytes;
@@ -887,12 +987,12 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->n_slots = gpu_re_n_slots(b->n_bytes, n,
                                     b->c->cfg.params.min_chunk);
         a->enc = b->enc_args;
+        a->enc.clear = b->enc_clear;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
-        size += (n + 1) * sizeof *b->offsets;
         if (b->srcs) {
             const char *staged = staged_dev(b, x);
 
-            size = args_put_descs(b, a, staged, &error);
+            args_put_descs(b, a, staged, &error);
             if (error) {
                 return error;
             }
@@ -900,16 +1000,17 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         }
     }
     a->seq = gpu_graph_next_seq(&x->graph);
-    error = CK(cudaMemcpyAsync(x->d_args, a, size, cudaMemcpyHostToDevice,
-                               s));
-    if (!error && copy_data) {
+    if (copy_data) {
         /* Holes where the payloads read in place go, if any: the graph
          * gathers them after. */
         error = CK(cudaMemcpyAsync(x->d_data, b->data, b->n_bytes,
                                    cudaMemcpyHostToDevice, s));
     }
     if (!error) {
-        error = gpu_graph_launch(&x->graph, s);
+        error = graph_launch_one(b, x, s, !copy_data);
+    }
+    if (!error && a->enc.clear) {
+        b->enc_clear = false;
     }
     if (!error) {
         x->graph_inputs = true;
@@ -926,8 +1027,12 @@ graph_usable(struct gpu_re_batch *b, struct cuda_batch *x, bool again)
         return x->graph_inputs;
     }
     /* An encoding batch has no kernel-by-kernel path. */
+    bool device_launch = b->enc_dev && b->c->cfg.device_launch;
+
     return ((!b->c->cfg.kernel_by_kernel || b->enc_dev) && !x->graph.broken
-            && (x->graph.exec || !graph_build(b, x)));
+            && (x->graph.exec
+                || (device_launch && !graph_build(b, x, true))
+                || !graph_build(b, x, false)));
 }
 
 static int
@@ -1013,23 +1118,6 @@ launch(struct gpu_re_batch *b, cudaStream_t s, bool again)
     return error;
 }
 
-/* Before an encoding batch's launch on its encoder's stream 's': the
- * table emptied if the encoder started a new epoch. */
-static int
-enc_before(struct gpu_re_batch *b, cudaStream_t s)
-{
-    struct cuda_enc *ce = (struct cuda_enc *) b->enc_dev;
-    int error = GPU_OK;
-
-    if (ce && b->enc_clear) {
-        error = CK(cudaMemsetAsync(ce->kd.table, 0,
-                                   (ce->kd.mask + 1) * GPU_RE_ENC_WAYS
-                                   * sizeof *ce->kd.table, s));
-        b->enc_clear = error != GPU_OK;
-    }
-    return error;
-}
-
 static int
 cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
 {
@@ -1044,10 +1132,7 @@ cuda_submit(struct gpu_re_batch *b, struct gpu_stream *gs, bool again)
     cudaSetDevice(cc(b->c)->device);
     x->fallback = false;
     b->enc_failed = false;
-    error = enc_before(b, s);
-    if (!error) {
-        error = launch(b, s, again);
-    }
+    error = launch(b, s, again);
     if (error) {
         if (again) {
             return error;
@@ -1122,6 +1207,8 @@ cuda_enc_uninit(struct gpu_re_chunker *c, void *dev)
 
     if (ce) {
         cudaSetDevice(cc(c)->device);
+        /* Its scheduler stops once the launches queued are done. */
+        gpu_graph_destroy(&ce->queue);
         if (ce->stream) {
             cudaStreamSynchronize(ce->stream);
             cudaStreamDestroy(ce->stream);

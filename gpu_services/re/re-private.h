@@ -78,7 +78,8 @@ struct gpu_re_enc_args {
     uint32_t start;             /* 1: payload 'first' starts the epoch
                                  * (all literal, the START flag). */
     uint32_t start_room;        /* Room for that START shim's body. */
-    uint32_t pad;
+    uint32_t clear;             /* 1: the table emptied first (set by the
+                                 * CUDA backend from 'enc_clear'). */
 };
 
 /* One payload's result: a shim's body at
@@ -133,6 +134,7 @@ struct gpu_re_chunker {
     /* Updated atomically: batches run on many threads. */
     uint64_t n_batches, n_packets, n_bytes, n_fallbacks;
     uint64_t n_graph_launches;
+    uint64_t n_device_launches, n_scheduler_launches;
 };
 
 struct gpu_re_batch {

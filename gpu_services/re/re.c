@@ -206,6 +206,10 @@ gpu_re_chunker_get_stats(struct gpu_re_chunker *c,
     s->n_fallbacks = __atomic_load_n(&c->n_fallbacks, __ATOMIC_RELAXED);
     s->n_graph_launches = __atomic_load_n(&c->n_graph_launches,
                                           __ATOMIC_RELAXED);
+    s->n_device_launches = __atomic_load_n(&c->n_device_launches,
+                                           __ATOMIC_RELAXED);
+    s->n_scheduler_launches = __atomic_load_n(&c->n_scheduler_launches,
+                                              __ATOMIC_RELAXED);
 }
 
 int
