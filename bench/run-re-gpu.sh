@@ -10,7 +10,7 @@
 # the encoding calls launched as RE_LATENCY_LAUNCH says: host, device or
 # host,device; default host), then, where Nsight Compute is installed, the same call of 600 payloads
 # split kernel by kernel (ncu times each node of the graph on its own;
-# modes RE_NCU_MODES).
+# modes RE_NCU_MODES, "none" for no split).
 #
 # The device machine has no cmocka: it comes from the unpacked Debian
 # packages the caller carries in .devdeps/root (libcmocka0, libcmocka-dev).
@@ -125,7 +125,7 @@ for step in $steps; do
         grep -E "round trip" "$OUT/latency.log"
         NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu \
               2>/dev/null | tail -1)
-        if [ -n "$NCU" ]; then
+        if [ -n "$NCU" ] && [ "${RE_NCU_MODES:-}" != none ]; then
             timeout 300 "$NCU" --graph-profiling node --clock-control none \
                 --metrics gpu__time_duration.sum --csv \
                 --log-file "$OUT/latency-ncu.csv" --kernel-name regex:graph \

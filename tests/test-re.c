@@ -2120,8 +2120,8 @@ struct dev_gather {
  * their payloads, about half of them (at random, from 'r') read in place
  * in their frames, which 'got' keeps unchanged until the gather is
  * encoded: their bytes in 'data' are garbage, which a read of the wrong
- * place would show. */
-static void
+ * place would show.  Returns the payloads submitted (0: no call made). */
+static size_t
 dev_gather_submit(struct gpu_re_encoder *e, struct dev_gather *g,
                   struct gpu_re_batch *b, uint8_t *data, uint32_t *offsets,
                   uint32_t *rooms, const struct frame *orig,
@@ -2157,6 +2157,7 @@ dev_gather_submit(struct gpu_re_encoder *e, struct dev_gather *g,
                      GPU_OK);
     g->first = i0;
     g->n = ng;
+    return np;
 }
 
 static void
@@ -2363,10 +2364,10 @@ test_device_encode(void **state)
                         /* A gather in flight goes raw. */
                         gpu_re_encoder_resync(ed);
                     }
-                    dev_gather_submit(ed, &g[cur], b[cur], data[cur],
-                                      offsets[cur], rooms[cur], orig, got,
-                                      caps, i0, ng, &r);
-                    n_submits++;
+                    n_submits += dev_gather_submit(ed, &g[cur], b[cur],
+                                                   data[cur], offsets[cur],
+                                                   rooms[cur], orig, got,
+                                                   caps, i0, ng, &r) > 0;
                 }
                 /* The older gather is encoded once the next one is on
                  * its way. */
@@ -2429,14 +2430,17 @@ test_device_encode(void **state)
                           "encoder %.1f%%), %" PRIu64 " shims, %" PRIu64
                           " references, %" PRIu64 " epochs; %" PRIu64
                           " gathers, %" PRIu64 " calls launched by the "
-                          "device (scheduler woken %" PRIu64 " times)\n",
+                          "device of %" PRIu64 " (scheduler woken %" PRIu64
+                          " times)\n",
                           gpu_re_backend_name(backends[bi]),
                           cuda ? "on the device" : "on the host",
                           100 * saved_d, 100 * saved_h, ds.shims, ds.hits,
                           ds.epochs, n_submits, cs.n_device_launches,
-                          cs.n_scheduler_launches);
+                          cs.n_graph_launches, cs.n_scheduler_launches);
             if (device_launch) {
+                /* Every call, the bursts' too (their blocks pinned). */
                 assert_true(cs.n_device_launches >= n_submits);
+                assert_int_equal(cs.n_device_launches, cs.n_graph_launches);
             } else {
                 assert_int_equal(cs.n_device_launches, 0);
             }
