@@ -989,15 +989,16 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->enc = b->enc_args;
         a->enc.clear = b->enc_clear;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
-        if (b->srcs) {
-            const char *staged = staged_dev(b, x);
 
-            args_put_descs(b, a, staged, &error);
-            if (error) {
-                return error;
-            }
-            copy_data = !staged;
+        /* A pinned block is gathered by the graph too, in pieces if
+         * nothing is read in place: no copy to queue. */
+        const char *staged = staged_dev(b, x);
+
+        args_put_descs(b, a, staged, &error);
+        if (error) {
+            return error;
         }
+        copy_data = !staged;
     }
     a->seq = gpu_graph_next_seq(&x->graph);
     if (copy_data) {
