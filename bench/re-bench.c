@@ -139,6 +139,9 @@ pkt_size(uint32_t size)
 /* --latency: the gathers' sizes to time, and how many calls each. */
 static char *latency_sizes;
 static int latency_rounds = 500;
+/* The generator's state when the latency runs began: each run of a size
+ * draws the same payloads from it, whoever launches. */
+static uint64_t latency_seed;
 /* --latency-modes: the chunker's modes to time, "packet" (a thread a
  * packet, grouped by length) or a segment mode's bytes a thread. */
 static char *latency_modes;
@@ -746,6 +749,7 @@ latency_one(struct gpu_re_chunker *ch, const struct gpu_re_config *cfg,
     size_t cursor = 0;
 
     ecfg.device_encode = on_device;
+    rng_state = latency_seed + n;
     offs[0] = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t size = pkt_size(0);
@@ -838,6 +842,7 @@ latency_bench(const struct gpu_re_config *cfg, const uint8_t *tdata,
         return;
     }
     memcpy(registered, tdata, tbytes);
+    latency_seed = rng_state;
 
     char *modes = strdup(latency_modes ? latency_modes : "packet,256");
     char *msave = NULL;
