@@ -1037,7 +1037,11 @@ gpu_graph_launch(struct gpu_graph *g, void *stream)
 
 /* Spins until the queue's scheduler has finished all but 'ahead' of its
  * launches.  GPU_OK, or GPU_ERR_DEVICE if its stream went idle first
- * (its scheduler stopped: a launch failed). */
+ * (its scheduler stopped: a launch failed, or the device faulted).  The
+ * stream stays busy while a scheduler polls or a graph it launched runs
+ * (each run is tail-launched in the same stream), so it is asked every
+ * 1,024 spins whatever 'parked' says: a device fault stops the
+ * scheduler without it. */
 static int
 graph_queue_wait(struct gpu_graph *q, uint32_t ahead)
 {
@@ -1049,9 +1053,7 @@ graph_queue_wait(struct gpu_graph *q, uint32_t ahead)
         if ((uint32_t) (q->seq - done) <= ahead) {
             return GPU_OK;
         }
-        if (!(spins % 1024)
-            && __atomic_load_n(&q->bell[GPU_GRAPH_BELL_PARKED],
-                               __ATOMIC_ACQUIRE)) {
+        if (!(spins % 1024)) {
             cudaError_t e = cudaStreamQuery((cudaStream_t) q->sched_stream);
 
             if (e != cudaErrorNotReady) {

@@ -990,15 +990,21 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->enc.clear = b->enc_clear;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
 
-        /* A pinned block is gathered by the graph too, in pieces if
-         * nothing is read in place: no copy to queue. */
-        const char *staged = staged_dev(b, x);
+        /* With payloads read in place, or for an encoder (whose calls
+         * the device may launch: nothing to queue before), a pinned
+         * block is gathered by the graph too, in pieces if nothing is
+         * read in place.  A plain chunking batch of the whole block
+         * goes by one copy, the bus's DMA being faster than the graph's
+         * reads of mapped memory for megabytes. */
+        if (b->srcs || b->enc_dev) {
+            const char *staged = staged_dev(b, x);
 
-        args_put_descs(b, a, staged, &error);
-        if (error) {
-            return error;
+            args_put_descs(b, a, staged, &error);
+            if (error) {
+                return error;
+            }
+            copy_data = !staged;
         }
-        copy_data = !staged;
     }
     a->seq = gpu_graph_next_seq(&x->graph);
     if (copy_data) {
