@@ -2471,6 +2471,146 @@ test_device_encode(void **state)
     (void) state;
 }
 
+/* The device's launch with many calls queued at once: an encoder on CUDA
+ * with 'device_launch' gets DLQ_GATHERS gathers of a few frames each
+ * submitted before any is finished, more than the queue's
+ * GPU_GRAPH_QUEUE_LEN, so a submission waits for the oldest to be taken;
+ * two of them, late in the run, from blocks that are not pinned, which
+ * the queue cannot take: those drain it and go on the encoder's stream,
+ * and the next queued one waits for that.  Every frame must decode to its
+ * original in order, and the calls add up: those launched by the device
+ * plus the two from the host make all.  CUDA only. */
+#define DLQ_GATHERS (GPU_GRAPH_QUEUE_LEN + 16)
+#define DLQ_FRAMES 6
+
+static void
+test_device_launch_queue(void **state)
+{
+    uint64_t seed = case_seed(13, 0);
+    struct rng r = { seed };
+    int bi;
+
+    for (bi = 0; bi < n_backends; bi++) {
+        if (backends[bi] == GPU_RE_BACKEND_CUDA) {
+            break;
+        }
+    }
+    if (bi == n_backends) {
+        print_message("  no CUDA backend here: nothing to queue\n");
+        skip();
+    }
+    print_message("  seed 0x%016" PRIx64 "\n", seed);
+
+    struct gpu_re_config cfg;
+    struct trace t;
+
+    gpu_re_config_init(&cfg);
+    cfg.epoch = 9;
+    make_trace(&t, &r, 30, 1460, 0);
+
+    size_t n = t.n < DLQ_GATHERS * DLQ_FRAMES ? t.n : DLQ_GATHERS * DLQ_FRAMES;
+    struct frame *orig = trace_frames(&t, &r);
+    struct frame *got = malloc(n * sizeof *got);
+    size_t *caps = malloc(n * sizeof *caps);
+    int *res = malloc(n * sizeof *res);
+    struct gpu_re_chunker_config cc;
+    struct gpu_re_chunker_stats cs;
+    struct gpu_re_chunker *ch;
+    struct gpu_re_encoder *e;
+    struct gpu_re_decoder *d;
+    struct gpu_re_batch *b[DLQ_GATHERS];
+    struct dev_gather *g = calloc(DLQ_GATHERS, sizeof *g);
+    uint8_t *data[DLQ_GATHERS];
+    uint32_t *offsets[DLQ_GATHERS], *rooms[DLQ_GATHERS];
+    bool heap[DLQ_GATHERS];
+    size_t n_heap = 0, n_calls = 0, i0 = 0;
+
+    assert_true(n >= DLQ_GATHERS);
+    for (size_t i = 0; i < n; i++) {
+        caps[i] = sizeof orig[i].buf;
+    }
+    gpu_re_chunker_config_init(&cc);
+    cc.backend = GPU_RE_BACKEND_CUDA;
+    cc.device_launch = true;
+    cc.remap = true;
+    cc.segment = 64;
+    assert_int_equal(gpu_re_chunker_create(&cc, &ch), GPU_OK);
+    assert_int_equal(gpu_host_register(got, n * sizeof *got, cc.device),
+                     GPU_OK);
+    cfg.device_encode = true;
+    assert_int_equal(gpu_re_encoder_create(&cfg, ch, &e), GPU_OK);
+    assert_true(gpu_re_encoder_on_device(e));
+    assert_int_equal(gpu_re_decoder_create(&cfg, &d), GPU_OK);
+
+    for (size_t k = 0; k < DLQ_GATHERS; k++) {
+        size_t ng = k + 1 < DLQ_GATHERS ? n / DLQ_GATHERS : n - i0;
+
+        /* Two blocks in ordinary memory, past the queue's length. */
+        heap[k] = k == GPU_GRAPH_QUEUE_LEN + 4 || k == DLQ_GATHERS - 3;
+        assert_int_equal(gpu_re_encoder_batch_create(e, ng, ng * 2048,
+                                                     &b[k]),
+                         GPU_OK);
+        offsets[k] = gpu_host_alloc((ng + 1) * sizeof *offsets[k]);
+        rooms[k] = malloc(ng * sizeof *rooms[k]);
+        data[k] = heap[k] ? malloc(ng * 2048) : gpu_host_alloc(ng * 2048);
+        if (dev_gather_submit(e, &g[k], b[k], data[k], offsets[k], rooms[k],
+                              orig, got, caps, i0, ng, &r)) {
+            n_calls++;
+            n_heap += heap[k];
+        }
+        i0 += ng;
+    }
+    for (size_t k = 0; k < DLQ_GATHERS; k++) {
+        dev_gather_finish(e, &g[k], b[k], got, caps, res);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct frame z = got[i];
+        int dr = gpu_re_decode_packet(d, z.buf, &z.len, sizeof z.buf);
+
+        if (dr == GPU_RE_UNDECODABLE || z.len != orig[i].len
+            || memcmp(z.buf, orig[i].buf, z.len)) {
+            fail_msg("seed 0x%016" PRIx64 ": frame %zu (result %d) "
+                     "decodes to %d, not the original", seed, i, res[i], dr);
+        }
+    }
+
+    struct gpu_re_stats st;
+
+    gpu_re_encoder_get_stats(e, &st);
+    gpu_re_chunker_get_stats(ch, &cs);
+    print_message("  %zu gathers queued at once, %zu of them from ordinary "
+                  "memory: %" PRIu64 " calls launched by the device of %"
+                  PRIu64 ", %" PRIu64 " shims, %" PRIu64 " references\n",
+                  n_calls, n_heap, cs.n_device_launches,
+                  cs.n_graph_launches, st.shims, st.hits);
+    assert_int_equal(cs.n_graph_launches, n_calls);
+    assert_int_equal(cs.n_device_launches + n_heap, n_calls);
+    assert_int_equal(n_heap, 2);
+    assert_true(st.shims > 0 && st.hits > 0);
+
+    for (size_t k = 0; k < DLQ_GATHERS; k++) {
+        gpu_re_batch_destroy(b[k]);
+        gpu_host_free(offsets[k]);
+        if (heap[k]) {
+            free(data[k]);
+        } else {
+            gpu_host_free(data[k]);
+        }
+        free(rooms[k]);
+    }
+    gpu_re_encoder_destroy(e);
+    gpu_re_decoder_destroy(d);
+    gpu_re_chunker_destroy(ch);
+    assert_int_equal(gpu_host_unregister(got), GPU_OK);
+    free(g);
+    free(got);
+    free(caps);
+    free(res);
+    free(orig);
+    trace_free(&t);
+    (void) state;
+}
+
 int
 main(void)
 {
@@ -2509,6 +2649,7 @@ main(void)
         cmocka_unit_test(test_packets_gathered),
         cmocka_unit_test(test_decode_in_place),
         cmocka_unit_test(test_device_encode),
+        cmocka_unit_test(test_device_launch_queue),
     };
     const char *filter = getenv("GPU_TEST_FILTER");
     if (filter && *filter) {
