@@ -2437,6 +2437,9 @@ test_device_encode(void **state)
                           100 * saved_d, 100 * saved_h, ds.shims, ds.hits,
                           ds.epochs, n_submits, cs.n_device_launches,
                           cs.n_graph_launches, cs.n_scheduler_launches);
+            /* No call failed: a device fault's batch goes raw, which the
+             * checks above would pass. */
+            assert_int_equal(cs.n_fallbacks, 0);
             if (device_launch) {
                 /* Every call, the bursts' too (their blocks pinned). */
                 assert_true(cs.n_device_launches >= n_submits);
@@ -2583,6 +2586,9 @@ test_device_launch_queue(void **state)
                   PRIu64 ", %" PRIu64 " shims, %" PRIu64 " references\n",
                   n_calls, n_heap, cs.n_device_launches,
                   cs.n_graph_launches, st.shims, st.hits);
+    /* A lost or failed launch would be redone raw (a device fault):
+     * frames that decode, but not this. */
+    assert_int_equal(cs.n_fallbacks, 0);
     assert_int_equal(cs.n_graph_launches, n_calls);
     assert_int_equal(cs.n_device_launches + n_heap, n_calls);
     assert_int_equal(n_heap, 2);
