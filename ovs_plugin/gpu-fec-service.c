@@ -264,6 +264,7 @@ struct fec_inst {
     unsigned int k, m;          /* Encoder. */
     enum gpu_parity_code code;  /* Encoder: resolved from code=. */
     bool code_auto;             /* Encoder: code=auto chose it. */
+    bool host_launch;           /* Encoder: launch=host. */
     long long int timeout_us;
     size_t max_packets, max_bytes;      /* Decoder. */
     size_t cpu_max_groups;              /* Decoder. */
@@ -372,6 +373,7 @@ struct fec_coder {
     unsigned int k, m;
     enum gpu_parity_code code;
     bool cpu;                   /* On the CPU whatever the backend. */
+    bool host_launch;           /* CUDA: encodes launched by the host. */
     struct gpu_parity *coder;
 };
 
@@ -390,12 +392,14 @@ static size_t n_wire_coders OVS_GUARDED_BY(coders_mutex);
 /* Returns the coder for (k, m, code) on the plugin's backend, or on the
  * CPU if 'cpu' (for what a device call failed to code), made if need be;
  * or NULL with a message in '*errorp' (if nonnull).  'from_wire': for the
- * decoder, on the k, m and code a frame gave. */
+ * decoder, on the k, m and code a frame gave.  'host_launch': on CUDA,
+ * its packet-group encodes launched by the calling thread rather than by
+ * the device (fec_encode's launch=host). */
 static struct gpu_parity *
 fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
-              bool cpu, bool from_wire, char **errorp)
+              bool cpu, bool host_launch, bool from_wire, char **errorp)
 {
-    uint32_t hash = hash_3words(k, m, cpu * 2 + code);
+    uint32_t hash = hash_3words(k, m, host_launch * 4 + cpu * 2 + code);
     struct gpu_parity *coder = NULL;
     struct gpu_parity_config cfg;
     struct fec_coder *c;
@@ -404,7 +408,8 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
 
     ovs_mutex_lock(&coders_mutex);
     HMAP_FOR_EACH_WITH_HASH (c, node, hash, &coders) {
-        if (c->k == k && c->m == m && c->code == code && c->cpu == cpu) {
+        if (c->k == k && c->m == m && c->code == code && c->cpu == cpu
+            && c->host_launch == host_launch) {
             coder = c->coder;
             goto out;
         }
@@ -423,6 +428,10 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
     cfg.backend = gpu_services_get_backend(&device) && !cpu
                   ? GPU_PARITY_BACKEND_CUDA : GPU_PARITY_BACKEND_CPU;
     cfg.device = device;
+    /* A call is then a store to the batch's doorbell, not a launch that
+     * costs the PMD microseconds (fec_encode's launch=, default
+     * device). */
+    cfg.device_launch = !host_launch;
     status = gpu_parity_create(&cfg, &coder, err, sizeof err);
     if (status && cfg.backend == GPU_PARITY_BACKEND_CUDA) {
         VLOG_WARN("fec k=%u m=%u: CUDA coder failed (%s); using the CPU",
@@ -442,6 +451,7 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
     c->m = m;
     c->code = code;
     c->cpu = cpu;
+    c->host_launch = host_launch;
     c->coder = coder;
     hmap_insert(&coders, &c->node, hash);
     n_wire_coders += from_wire;
@@ -468,7 +478,7 @@ fec_coder_on_cpu(struct fec_inst *inst, unsigned int k, unsigned int m,
                  inst->encoder ? "fec_encode" : "fec_decode", inst->args,
                  gpu_parity_strerror(why), n_groups, done);
     /* The decoder's k and m come from the wire: bounded as above. */
-    return fec_coder_get(k, m, code, true, !inst->encoder, NULL);
+    return fec_coder_get(k, m, code, true, false, !inst->encoder, NULL);
 }
 
 /* ------------------------------------------------------------ Arguments. */
@@ -523,7 +533,7 @@ static char *
 fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
 {
     static const char *const enc_keys[] = {
-        "k=", "m=", "group_timeout=", "code=", NULL
+        "k=", "m=", "group_timeout=", "code=", "launch=", NULL
     };
     static const char *const dec_keys[] = {
         "group_timeout=", "max_packets=", "max_bytes=", "cpu_max_groups=",
@@ -580,6 +590,12 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
             return xasprintf("code=%s: expected gf8, bitmatrix or auto",
                              values[3]);
         }
+        if (values[4] && strcmp(values[4], "host")
+            && strcmp(values[4], "device")) {
+            return xasprintf("launch=%s: expected host or device",
+                             values[4]);
+        }
+        inst->host_launch = values[4] && !strcmp(values[4], "host");
     } else {
         unsigned long long timeout, max_packets, max_bytes, cpu_max_groups;
         /* In dec_keys' order. */
@@ -675,7 +691,7 @@ fec_check(const char *args, bool encoder)
     if (encoder) {
         fec_encoder_resolve_code(inst);
         inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
-                                    false, &error);
+                                    inst->host_launch, false, &error);
         if (!inst->coder) {
             ovs_mutex_unlock(&instances_mutex);
             free(inst);
@@ -955,7 +971,7 @@ fec_call_rebuild_on_cpu(struct fec_inst *inst, struct fec_call *call,
     OVS_REQUIRES(inst->mutex)
 {
     struct gpu_parity *cpu = fec_coder_get(call->k, call->m, call->code,
-                                           true, true, NULL);
+                                           true, false, true, NULL);
 
     if (!cpu) {
         return false;
@@ -1777,7 +1793,8 @@ fec_group_try_complete(struct fec_inst *inst, struct fec_group *g,
         }
     }
     coder = (error ? NULL
-             : fec_coder_get(g->k, g->m, g->code, false, true, &error));
+             : fec_coder_get(g->k, g->m, g->code, false, false, true,
+                             &error));
     if (coder && cs % gpu_parity_pkt_chunk_size(coder, 0)) {
         /* Not a chunk size the encoder makes (too short for even a
          * length, or not whole blocks): the call would refuse it, and
@@ -2367,6 +2384,17 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     if (inst->n_runtime_calls) {
         ds_put_format(s, "  device runtime calls: %.1f per call\n",
                       (double) inst->n_runtime_calls / inst->n_calls_done);
+    }
+    if (inst->encoder && inst->coder
+        && gpu_parity_backend(inst->coder) == GPU_PARITY_BACKEND_CUDA) {
+        struct gpu_parity_stats ps;
+
+        /* The coder's: shared by the encoders of the same k, m, code
+         * and launch=. */
+        gpu_parity_get_stats(inst->coder, &ps);
+        ds_put_format(s, "  calls launched by the device: %"PRIu64
+                      " (launch=%s)\n", ps.n_device_launches,
+                      inst->host_launch ? "host" : "device");
     }
     if (inst->n_cpu_calls) {
         ds_put_format(s, "  rebuilt at once on the CPU: %"PRIu64" calls, "

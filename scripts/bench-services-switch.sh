@@ -104,7 +104,8 @@
 #
 # BENCH_FEC_DEC in the environment: more fec_decode arguments for the
 # fec and fec-dec rows, e.g. "cpu_max_groups=0" (every call to the
-# device).
+# device); BENCH_FEC_LAUNCH=host|device: fec_encode's launch= for the
+# fec and fec-enc rows (unset: the default, device).
 #
 # BENCH_PKT_HEAP=N in the environment: one packet in N that the services
 # make comes from the heap, not the mbuf pool (gpu/inject-fault pkt-heap,
@@ -310,11 +311,12 @@ actions() {
         ids-drop) echo "gpu_ids(ruleset=bench),output:p1" ;;
         re) echo "re_encode(peer=b$2,cache=64M$(re_encoder)),\
 re_decode(peer=a$2,cache=64M),output:p1" ;;
-        fec) echo "fec_encode(k=10,m=4),fec_decode(${BENCH_FEC_DEC:-}),\
-output:p1" ;;
+        fec) echo "fec_encode(k=10,m=4${BENCH_FEC_LAUNCH:+,launch=\
+$BENCH_FEC_LAUNCH}),fec_decode(${BENCH_FEC_DEC:-}),output:p1" ;;
         re-enc) echo "re_encode(peer=b$2,cache=64M$(re_encoder)),output:p1"
             ;;
-        fec-enc) echo "fec_encode(k=10,m=4),output:p1" ;;
+        fec-enc) echo "fec_encode(k=10,m=4${BENCH_FEC_LAUNCH:+,launch=\
+$BENCH_FEC_LAUNCH}),output:p1" ;;
         fec-dec) echo "fec_decode(group_timeout=1000${BENCH_FEC_DEC:+,\
 $BENCH_FEC_DEC}),output:p1" ;;
         index) echo "gpu_index(store=bench),output:p1" ;;

@@ -1159,7 +1159,7 @@ test_pkt_groups(void **state)
     uint8_t *arena = aligned_alloc(4096, PKT_ARENA_BYTES);
     bool device_here = gpu_device_count(NULL) > 0;
     bool registered = false;
-    unsigned int calls = 0, in_place = 0, refused = 0;
+    unsigned int calls = 0, in_place = 0, refused = 0, by_device = 0;
 
     (void) state;
     assert_non_null(arena);
@@ -1175,11 +1175,21 @@ test_pkt_groups(void **state)
             unsigned int k = 1 + rng_below(&r, 12), m = 1 + rng_below(&r, 4);
             unsigned int n = k + m, G = 1 + rng_below(&r, 9);
             int mode = c % 3;   /* 0: no destinations; 1: heap; 2: arena. */
-            struct gpu_parity *pc = (gf8
-                                     ? make_coder_gf8(k, m, 8, backends[b],
-                                                      false)
-                                     : make_coder(k, m, min_w(n), 8,
-                                                  backends[b]));
+            struct gpu_parity_config pcfg;
+
+            gpu_parity_config_init(&pcfg, k, m);
+            pcfg.packetsize = 8;
+            pcfg.backend = backends[b];
+            if (gf8) {
+                pcfg.code = GPU_PARITY_CODE_GF8;
+            } else {
+                pcfg.w = min_w(n);
+            }
+            /* Half the coders' calls launched by the device where they
+             * go as the batch's graph (fec_encode's default). */
+            pcfg.device_launch = (c / 3) % 2;
+
+            struct gpu_parity *pc = make_coder_cfg(&pcfg);
             uint8_t *pkts[9][GPU_PARITY_MAX_CHUNKS];
             size_t lens[9][GPU_PARITY_MAX_CHUNKS], cs[9], off[9];
             uint8_t *alone[9][GPU_PARITY_MAX_CHUNKS];
@@ -1288,6 +1298,18 @@ test_pkt_groups(void **state)
                                  expect);
                 in_place += expect;
             }
+
+            /* A call in place on a device goes as the batch's graph: the
+             * device launches it if the coder says so (a scheduler for
+             * the batch is always to be had here, one batch at a time),
+             * else none does. */
+            struct gpu_parity_stats stl;
+            bool launched = (!sync && expect && device_here
+                             && pcfg.device_launch);
+
+            gpu_parity_get_stats(pc, &stl);
+            assert_int_equal(stl.n_device_launches, launched);
+            by_device += launched;
             for (unsigned int g = 0; g < G; g++) {
                 for (unsigned int i = 0; i < k; i++) {
                     free(pkts[g][i]);
@@ -1308,10 +1330,10 @@ test_pkt_groups(void **state)
     }
     free(arena);
     print_message("  %u calls, %u written in place by the device%s, %u "
-                  "refused\n", calls, in_place,
+                  "launched by it, %u refused\n", calls, in_place,
                   registered || !cuda_here ? ""
                   : device_here ? " (arena not registered)" : " (emulated)",
-                  refused);
+                  by_device, refused);
 }
 
 /* ---- The GF8 code against a plain GF(2^8) product, and ISA-L. ---- */

@@ -144,6 +144,14 @@ struct gpu_parity_config {
      * fallback): portable C even where ISA-L is built in (tests,
      * benchmarks). */
     bool portable;
+
+    /* CUDA: a packet-group encode that goes as its batch's graph
+     * (gpu_parity_pkt_encode_submit() with everything in place) is
+     * launched by the device: the batch's scheduler kernel, rung by a
+     * store, launches it (gpu_runtime's "Device launch"; calls are
+     * independent, so each batch may have one), where the host's launch
+     * costs the calling thread microseconds.  Default false. */
+    bool device_launch;
 };
 
 /* k and m as given; code BITMATRIX; w the smallest with k + m <= 2^w (it
@@ -268,6 +276,8 @@ struct gpu_parity_stats {
                                          * by n_encodes + n_decodes for
                                          * calls per submission.  0 on the
                                          * CPU backend. */
+    uint64_t n_device_launches;         /* CUDA submissions launched by
+                                         * the device ('device_launch'). */
 };
 
 void gpu_parity_get_stats(struct gpu_parity *, struct gpu_parity_stats *);

@@ -1156,11 +1156,14 @@ struct pkt_args {
     uint32_t in_aligned;            /* Every host chunk 8-byte aligned. */
 };
 
-/* What the graph's first node copies to the device for its kernels. */
+/* What the graph's first kernel pulls from the batch's pinned block
+ * (gpu_graph_args_kernel()) for the kernels after it. */
 struct pkt_graph_args {
     struct pkt_args a;
     uint32_t seq;               /* For gpu_graph_done_kernel(). */
 };
+static_assert(sizeof(struct pkt_graph_args) % 4 == 0,
+              "gpu_graph_args_kernel() copies words");
 
 /* The graph's grids, fixed when it is built: blocks stride over the
  * call's chunks. */
@@ -1398,15 +1401,14 @@ pkt_args_fill(struct gpu_parity_batch *b)
  * whose parity no one delivers: a few microseconds of the device at
  * most), so that nothing but the take-in and deliver kernels' arguments
  * changes from one call to the next. */
+static bool pkt_graph_build(struct gpu_parity_batch *, bool device_launch);
+
 static bool
 pkt_graph_ready(struct gpu_parity_batch *b)
 {
     struct cuda_batch *c = cb(b);
     const struct parity_plan *p = &b->coder->encode;
-    int in_slot[GPU_PARITY_MAX_CHUNKS], out_slot[GPU_PARITY_MAX_CHUNKS];
     size_t tables = (size_t) p->n_out * p->n_in * 32;
-    void *capture;
-    cudaStream_t cs;
     int error;
 
     if (c->pkt_graph.exec || c->pkt_graph_tried || emulate) {
@@ -1421,23 +1423,48 @@ pkt_graph_ready(struct gpu_parity_batch *b)
                                   cudaMemcpyHostToDevice));
         }
     }
+    if (error) {
+        c->pkt_graph.broken = true;
+        return false;
+    }
+    /* For the device's launch if asked, else (or if that cannot be
+     * built) the host's. */
+    return ((b->coder->cfg.device_launch && pkt_graph_build(b, true))
+            || pkt_graph_build(b, false));
+}
+
+/* Captures and builds the batch's packet-encode graph, for the device to
+ * launch too if 'device_launch' (then with a scheduler, if it may have
+ * one).  True if it can be launched. */
+static bool
+pkt_graph_build(struct gpu_parity_batch *b, bool device_launch)
+{
+    struct cuda_batch *c = cb(b);
+    const struct parity_plan *p = &b->coder->encode;
+    int in_slot[GPU_PARITY_MAX_CHUNKS], out_slot[GPU_PARITY_MAX_CHUNKS];
+    void *capture;
+    cudaStream_t cs;
+    int error;
+
     for (unsigned int i = 0; i < p->n_in; i++) {
         in_slot[i] = i;
     }
     for (unsigned int o = 0; o < p->n_out; o++) {
         out_slot[o] = p->n_in + o;
     }
-    if (!error) {
-        error = gpu_graph_capture_begin(&c->pkt_graph, &capture);
-    }
+    error = gpu_graph_capture_begin(&c->pkt_graph, &capture);
     if (error) {
         c->pkt_graph.broken = true;
         return false;
     }
     cs = (cudaStream_t) capture;
-    error = CK(cudaMemcpyAsync(c->pkt_d_args, c->pkt_h_args,
-                               sizeof *c->pkt_d_args,
-                               cudaMemcpyHostToDevice, cs));
+    /* The arguments pulled by a kernel rather than copied by a node: the
+     * same one runtime call for the host's launch, and a graph the
+     * device may launch. */
+    gpu_graph_args_kernel<<<1, PKT_THREADS, 0, cs>>>(
+        (const uint32_t *) c->pkt_h_args, (uint32_t *) c->pkt_d_args,
+        sizeof *c->pkt_d_args / 4);
+    error = CK(cudaGetLastError());
     if (!error) {
         pkt_take_in_graph_kernel<<<PKT_GRAPH_BLOCKS, PKT_THREADS, 0, cs>>>(
             &c->pkt_d_args->a);
@@ -1451,7 +1478,15 @@ pkt_graph_ready(struct gpu_parity_batch *b)
                                                c->pkt_graph.flag_dev);
         error = CK(cudaGetLastError());
     }
-    error = gpu_graph_capture_end(&c->pkt_graph, capture, error);
+    if (device_launch) {
+        error = gpu_graph_capture_end_device(&c->pkt_graph, capture, error);
+        if (!error) {
+            /* Without one (too many exist), launched from the host. */
+            gpu_graph_start_scheduler(&c->pkt_graph);
+        }
+    } else {
+        error = gpu_graph_capture_end(&c->pkt_graph, capture, error);
+    }
     return !error && c->pkt_graph.exec && !c->pkt_graph.broken;
 }
 
@@ -1487,6 +1522,10 @@ submit_pkt(struct gpu_parity_batch *b, cudaStream_t st)
         c->pkt_h_args->seq = gpu_graph_next_seq(g);
         error = gpu_graph_launch(g, st);
         c->n_calls += g->n_host_launches - n_host_launches;
+        if (!error && g->rung) {
+            __atomic_add_fetch(&b->coder->n_device_launches, 1,
+                               __ATOMIC_RELAXED);
+        }
         return error;
     }
     if (readable) {

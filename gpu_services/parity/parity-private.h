@@ -129,6 +129,7 @@ struct gpu_parity {
     uint64_t n_encodes, n_decodes, n_bytes, n_fallbacks, n_refused;
     uint64_t kernel_ns;
     uint64_t n_runtime_calls;   /* CUDA: runtime calls of submissions. */
+    uint64_t n_device_launches; /* CUDA: submissions the device launched. */
 };
 
 struct gpu_parity_batch {

@@ -1060,6 +1060,8 @@ gpu_parity_get_stats(struct gpu_parity *pc, struct gpu_parity_stats *s)
     s->kernel_ns = __atomic_load_n(&pc->kernel_ns, __ATOMIC_RELAXED);
     s->n_runtime_calls = __atomic_load_n(&pc->n_runtime_calls,
                                          __ATOMIC_RELAXED);
+    s->n_device_launches = __atomic_load_n(&pc->n_device_launches,
+                                           __ATOMIC_RELAXED);
 }
 
 void
