@@ -798,12 +798,12 @@ gpu_graph_capture_end_device(struct gpu_graph *g, void *capture_stream,
     return error;
 }
 
+#ifdef HAVE_CUDA
 /* Frees the scheduler's doorbell, state and stream ('g''s scheduler has
  * ended or was never launched). */
 static void
 graph_scheduler_free(struct gpu_graph *g)
 {
-#ifdef HAVE_CUDA
     if (g->sched_exec) {
         cudaGraphExecDestroy((cudaGraphExec_t) g->sched_exec);
         g->sched_exec = NULL;
@@ -828,10 +828,8 @@ graph_scheduler_free(struct gpu_graph *g)
         g->entries_dev = NULL;
     }
     cudaGetLastError();
-#else
-    (void) g;
-#endif
 }
+#endif
 
 #ifdef HAVE_CUDA
 /* Makes 'g''s scheduler's doorbell, state and stream, and begins the
