@@ -105,7 +105,7 @@
 # BENCH_FEC_DEC in the environment: more fec_decode arguments for the
 # fec and fec-dec rows, e.g. "cpu_max_groups=0" (every call to the
 # device); BENCH_FEC_LAUNCH=host|device: fec_encode's launch= for the
-# fec and fec-enc rows (unset: the default, device).
+# fec and fec-enc rows (unset: the default, host).
 #
 # BENCH_PKT_HEAP=N in the environment: one packet in N that the services
 # make comes from the heap, not the mbuf pool (gpu/inject-fault pkt-heap,
