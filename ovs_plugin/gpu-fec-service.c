@@ -264,7 +264,7 @@ struct fec_inst {
     unsigned int k, m;          /* Encoder. */
     enum gpu_parity_code code;  /* Encoder: resolved from code=. */
     bool code_auto;             /* Encoder: code=auto chose it. */
-    bool host_launch;           /* Encoder: launch=host. */
+    bool device_launch;         /* Encoder: launch=device. */
     long long int timeout_us;
     size_t max_packets, max_bytes;      /* Decoder. */
     size_t cpu_max_groups;              /* Decoder. */
@@ -373,7 +373,7 @@ struct fec_coder {
     unsigned int k, m;
     enum gpu_parity_code code;
     bool cpu;                   /* On the CPU whatever the backend. */
-    bool host_launch;           /* CUDA: encodes launched by the host. */
+    bool device_launch;         /* CUDA: encodes launched by the device. */
     struct gpu_parity *coder;
 };
 
@@ -392,14 +392,14 @@ static size_t n_wire_coders OVS_GUARDED_BY(coders_mutex);
 /* Returns the coder for (k, m, code) on the plugin's backend, or on the
  * CPU if 'cpu' (for what a device call failed to code), made if need be;
  * or NULL with a message in '*errorp' (if nonnull).  'from_wire': for the
- * decoder, on the k, m and code a frame gave.  'host_launch': on CUDA,
- * its packet-group encodes launched by the calling thread rather than by
- * the device (fec_encode's launch=host). */
+ * decoder, on the k, m and code a frame gave.  'device_launch': on CUDA,
+ * its packet-group encodes launched by the device rather than by the
+ * calling thread (fec_encode's launch=device). */
 static struct gpu_parity *
 fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
-              bool cpu, bool host_launch, bool from_wire, char **errorp)
+              bool cpu, bool device_launch, bool from_wire, char **errorp)
 {
-    uint32_t hash = hash_3words(k, m, host_launch * 4 + cpu * 2 + code);
+    uint32_t hash = hash_3words(k, m, device_launch * 4 + cpu * 2 + code);
     struct gpu_parity *coder = NULL;
     struct gpu_parity_config cfg;
     struct fec_coder *c;
@@ -409,7 +409,7 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
     ovs_mutex_lock(&coders_mutex);
     HMAP_FOR_EACH_WITH_HASH (c, node, hash, &coders) {
         if (c->k == k && c->m == m && c->code == code && c->cpu == cpu
-            && c->host_launch == host_launch) {
+            && c->device_launch == device_launch) {
             coder = c->coder;
             goto out;
         }
@@ -430,7 +430,7 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
     cfg.device = device;
     /* With launch=device a call is a store to the batch's doorbell, not
      * a launch that costs the PMD microseconds. */
-    cfg.device_launch = !host_launch;
+    cfg.device_launch = device_launch;
     status = gpu_parity_create(&cfg, &coder, err, sizeof err);
     if (status && cfg.backend == GPU_PARITY_BACKEND_CUDA) {
         VLOG_WARN("fec k=%u m=%u: CUDA coder failed (%s); using the CPU",
@@ -450,7 +450,7 @@ fec_coder_get(unsigned int k, unsigned int m, enum gpu_parity_code code,
     c->m = m;
     c->code = code;
     c->cpu = cpu;
-    c->host_launch = host_launch;
+    c->device_launch = device_launch;
     c->coder = coder;
     hmap_insert(&coders, &c->node, hash);
     n_wire_coders += from_wire;
@@ -597,7 +597,7 @@ fec_parse_args(const char *args, bool encoder, struct fec_inst *inst)
         /* The host's launch stays the default: the device's has passed
          * the library's tests on the H200 but was not measured in the
          * switch (a scheduler a call, where re_encode has one a peer). */
-        inst->host_launch = !values[4] || !strcmp(values[4], "host");
+        inst->device_launch = values[4] && !strcmp(values[4], "device");
     } else {
         unsigned long long timeout, max_packets, max_bytes, cpu_max_groups;
         /* In dec_keys' order. */
@@ -693,7 +693,7 @@ fec_check(const char *args, bool encoder)
     if (encoder) {
         fec_encoder_resolve_code(inst);
         inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
-                                    inst->host_launch, false, &error);
+                                    inst->device_launch, false, &error);
         if (!inst->coder) {
             ovs_mutex_unlock(&instances_mutex);
             free(inst);
@@ -2396,7 +2396,7 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
         gpu_parity_get_stats(inst->coder, &ps);
         ds_put_format(s, "  calls launched by the device: %"PRIu64
                       " (launch=%s)\n", ps.n_device_launches,
-                      inst->host_launch ? "host" : "device");
+                      inst->device_launch ? "device" : "host");
     }
     if (inst->n_cpu_calls) {
         ds_put_format(s, "  rebuilt at once on the CPU: %"PRIu64" calls, "

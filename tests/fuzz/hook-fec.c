@@ -47,7 +47,7 @@ inst_create(const char *args, bool encoder)
     if (encoder) {
         fec_encoder_resolve_code(inst);
         inst->coder = fec_coder_get(inst->k, inst->m, inst->code, false,
-                                    inst->host_launch, false, NULL);
+                                    inst->device_launch, false, NULL);
         inst->group = 0x5eed0000;
     }
     fec_inst_init(inst, args, encoder);
