@@ -2445,9 +2445,10 @@ gpu_fec_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
         ds_put_cstr(&s, "coders:\n");
     }
     HMAP_FOR_EACH (c, node, &coders) {
-        ds_put_format(&s, "  k=%u m=%u %s%s: %s on the %s\n", c->k, c->m,
-                      gpu_parity_code_name(c->code),
+        ds_put_format(&s, "  k=%u m=%u %s%s%s: %s on the %s\n", c->k,
+                      c->m, gpu_parity_code_name(c->code),
                       c->cpu ? " (for CPU rebuilds)" : "",
+                      c->device_launch ? " (launch=device)" : "",
                       gpu_parity_impl(c->coder),
                       gpu_parity_backend_name(gpu_parity_backend(c->coder)));
     }

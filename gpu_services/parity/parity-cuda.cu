@@ -1395,14 +1395,14 @@ pkt_args_fill(struct gpu_parity_batch *b)
     return GPU_OK;
 }
 
+static bool pkt_graph_build(struct gpu_parity_batch *, bool device_launch);
+
 /* Builds the batch's packet-encode graph if it has none yet, and says
  * whether it can be launched.  Its code kernels run over every column of
  * the batch's max_size (the call's columns and stale ones after them,
  * whose parity no one delivers: a few microseconds of the device at
  * most), so that nothing but the take-in and deliver kernels' arguments
  * changes from one call to the next. */
-static bool pkt_graph_build(struct gpu_parity_batch *, bool device_launch);
-
 static bool
 pkt_graph_ready(struct gpu_parity_batch *b)
 {
