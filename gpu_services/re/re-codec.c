@@ -1697,7 +1697,7 @@ gpu_re_encoder_submit(struct gpu_re_encoder *e, struct gpu_re_batch *b,
     a->low = (e->cache.pos > e->cache.size ? e->cache.pos - e->cache.size
               : 0);
     a->first = first;
-    b->enc_clear = e->clear_dev;
+    a->clear = e->clear_dev;
     b->enc_epoch = e->epoch;
     error = gpu_re_batch_submit_in_place(b, NULL, data, offsets, srcs, n);
     if (error) {

@@ -987,7 +987,6 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
         a->n_slots = gpu_re_n_slots(b->n_bytes, n,
                                     b->c->cfg.params.min_chunk);
         a->enc = b->enc_args;
-        a->enc.clear = b->enc_clear;
         memcpy(a + 1, b->offsets, (n + 1) * sizeof *b->offsets);
 
         /* With payloads read in place, or for an encoder (whose calls
@@ -1015,9 +1014,6 @@ graph_launch(struct gpu_re_batch *b, struct cuda_batch *x, cudaStream_t s,
     }
     if (!error) {
         error = graph_launch_one(b, x, s, !copy_data);
-    }
-    if (!error && a->enc.clear) {
-        b->enc_clear = false;
     }
     if (!error) {
         x->graph_inputs = true;

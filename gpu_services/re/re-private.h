@@ -78,8 +78,8 @@ struct gpu_re_enc_args {
     uint32_t start;             /* 1: payload 'first' starts the epoch
                                  * (all literal, the START flag). */
     uint32_t start_room;        /* Room for that START shim's body. */
-    uint32_t clear;             /* 1: the table emptied first (set by the
-                                 * CUDA backend from 'enc_clear'). */
+    uint32_t clear;             /* 1: the table emptied first (a new
+                                 * epoch), by the submission's graph. */
 };
 
 /* One payload's result: a shim's body at
@@ -165,7 +165,6 @@ struct gpu_re_batch {
      * submission's arguments, and its results (pinned). */
     void *enc_dev;
     struct gpu_re_enc_args enc_args;
-    bool enc_clear;             /* Empty the device's table first. */
     bool enc_failed;            /* The device did not encode it. */
     uint16_t enc_epoch;         /* The encoder's epoch at submission. */
     struct gpu_re_enc_result *enc_results;
