@@ -2238,7 +2238,7 @@ dev_burst(struct gpu_re_encoder *e, const struct frame *orig,
  * resync() between gathers, and frames with no room for the epoch's
  * first shim (they go raw, outside any epoch, until one has room).
  *
- * On CUDA each case runs twice more: with the chunker's 'device_launch'
+ * On CUDA each case runs a second time: with the chunker's 'device_launch'
  * (re_encode's default, with its segment mode of 64 bytes), where the
  * encoder's one scheduler on the device launches the gathers' graphs in
  * order, two of them queued at a time; every gather's call must have
@@ -2286,6 +2286,11 @@ test_device_encode(void **state)
             const size_t max_gather = 6 * 32;
             int bi = run / 2;
             bool device_launch = run % 2;
+
+            if (device_launch && backends[bi] != GPU_RE_BACKEND_CUDA) {
+                continue;
+            }
+
             struct gpu_re_chunker_config cc;
             struct gpu_re_chunker_stats cs;
             uint64_t n_submits = 0;
@@ -2302,12 +2307,6 @@ test_device_encode(void **state)
             bool cuda = backends[bi] == GPU_RE_BACKEND_CUDA;
             size_t n_raw = 0, n_shim = 0;
 
-            if (device_launch && !cuda) {
-                free(got);
-                free(ref);
-                free(res);
-                continue;
-            }
             gpu_re_chunker_config_init(&cc);
             cc.backend = backends[bi];
             cc.device_launch = device_launch;
