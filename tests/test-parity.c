@@ -1186,7 +1186,7 @@ test_pkt_groups(void **state)
                 pcfg.w = min_w(n);
             }
             /* Half the coders' calls launched by the device where they
-             * go as the batch's graph (fec_encode's default). */
+             * go as the batch's graph (fec_encode's launch=device). */
             pcfg.device_launch = (c / 3) % 2;
 
             struct gpu_parity *pc = make_coder_cfg(&pcfg);
