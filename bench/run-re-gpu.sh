@@ -8,9 +8,12 @@
 # latency: the round trip of one call as re_encode's gathers make it in
 # the switch (re-bench --latency, the chunker's modes RE_LATENCY_MODES,
 # the encoding calls launched as RE_LATENCY_LAUNCH says: host, device or
-# host,device; default host), then, where Nsight Compute is installed, the same call of 600 payloads
-# split kernel by kernel (ncu times each node of the graph on its own;
-# modes RE_NCU_MODES, "none" for no split).
+# host,device; default host), then, where Nsight Compute is installed,
+# the same call of 600 payloads split kernel by kernel (ncu times each
+# node of the graph on its own; modes RE_NCU_MODES, "none" for no split;
+# RE_NCU_CACHE=none keeps the caches warm between nodes, as a call runs,
+# where ncu's default flushes them before each; RE_NCU_METRICS, more
+# metrics for the CSV kept in $OUT).
 #
 # The device machine has no cmocka: it comes from the unpacked Debian
 # packages the caller carries in .devdeps/root (libcmocka0, libcmocka-dev).
@@ -127,7 +130,9 @@ for step in $steps; do
               2>/dev/null | tail -1)
         if [ -n "$NCU" ] && [ "${RE_NCU_MODES:-}" != none ]; then
             timeout 300 "$NCU" --graph-profiling node --clock-control none \
-                --metrics gpu__time_duration.sum --csv \
+                --cache-control "${RE_NCU_CACHE:-all}" \
+                --metrics "gpu__time_duration.sum${RE_NCU_METRICS:+,$RE_NCU_METRICS}" \
+                --csv \
                 --log-file "$OUT/latency-ncu.csv" --kernel-name regex:graph \
                 --launch-count 1200 "$B/re-bench" --mb 0 --trace-mb 8 \
                 --latency 600 --latency-rounds 5 \

@@ -303,34 +303,36 @@ gpu_re_xxh64_merge(uint64_t acc, uint64_t lane)
     return acc * GPU_RE_XXH_P1 + GPU_RE_XXH_P4;
 }
 
+/* XXH64's accumulator 'i' (0 to 3) before the first stripe. */
 GPU_RE_HD uint64_t
-gpu_re_xxh64(const uint8_t *p, uint64_t len)
+gpu_re_xxh64_acc_start(unsigned int i)
 {
-    const uint8_t *end = p + len;
-    uint64_t h;
+    return (i == 0 ? GPU_RE_XXH_P1 + GPU_RE_XXH_P2
+            : i == 1 ? GPU_RE_XXH_P2
+            : i == 2 ? 0
+            : 0 - GPU_RE_XXH_P1);
+}
 
-    if (len >= 32) {
-        uint64_t v1 = GPU_RE_XXH_P1 + GPU_RE_XXH_P2;
-        uint64_t v2 = GPU_RE_XXH_P2;
-        uint64_t v3 = 0;
-        uint64_t v4 = 0 - GPU_RE_XXH_P1;
+/* The hash of the four accumulators of an input of 32 bytes or more. */
+GPU_RE_HD uint64_t
+gpu_re_xxh64_join(uint64_t v1, uint64_t v2, uint64_t v3, uint64_t v4)
+{
+    uint64_t h = (gpu_re_rotl64(v1, 1) + gpu_re_rotl64(v2, 7)
+                  + gpu_re_rotl64(v3, 12) + gpu_re_rotl64(v4, 18));
 
-        do {
-            v1 = gpu_re_xxh64_round(v1, gpu_re_load64le(p));
-            v2 = gpu_re_xxh64_round(v2, gpu_re_load64le(p + 8));
-            v3 = gpu_re_xxh64_round(v3, gpu_re_load64le(p + 16));
-            v4 = gpu_re_xxh64_round(v4, gpu_re_load64le(p + 24));
-            p += 32;
-        } while (end - p >= 32);
-        h = (gpu_re_rotl64(v1, 1) + gpu_re_rotl64(v2, 7)
-             + gpu_re_rotl64(v3, 12) + gpu_re_rotl64(v4, 18));
-        h = gpu_re_xxh64_merge(h, v1);
-        h = gpu_re_xxh64_merge(h, v2);
-        h = gpu_re_xxh64_merge(h, v3);
-        h = gpu_re_xxh64_merge(h, v4);
-    } else {
-        h = GPU_RE_XXH_P5;
-    }
+    h = gpu_re_xxh64_merge(h, v1);
+    h = gpu_re_xxh64_merge(h, v2);
+    h = gpu_re_xxh64_merge(h, v3);
+    return gpu_re_xxh64_merge(h, v4);
+}
+
+/* Finishes XXH64 of a 'len'-byte input from 'h' (the join of its
+ * stripes, or GPU_RE_XXH_P5 under 32 bytes) and the bytes [p, end) left
+ * after its stripes. */
+GPU_RE_HD uint64_t
+gpu_re_xxh64_finish(uint64_t h, uint64_t len, const uint8_t *p,
+                    const uint8_t *end)
+{
     h += len;
     for (; end - p >= 8; p += 8) {
         h ^= gpu_re_xxh64_round(0, gpu_re_load64le(p));
@@ -351,6 +353,32 @@ gpu_re_xxh64(const uint8_t *p, uint64_t len)
     h *= GPU_RE_XXH_P3;
     h ^= h >> 32;
     return h;
+}
+
+/* On one thread; a warp on the device splits the stripes' accumulators
+ * among four lanes (re-kernels.cuh, warp_payload_check()). */
+GPU_RE_HD uint64_t
+gpu_re_xxh64(const uint8_t *p, uint64_t len)
+{
+    const uint8_t *end = p + len;
+    uint64_t h = GPU_RE_XXH_P5;
+
+    if (len >= 32) {
+        uint64_t v1 = gpu_re_xxh64_acc_start(0);
+        uint64_t v2 = gpu_re_xxh64_acc_start(1);
+        uint64_t v3 = gpu_re_xxh64_acc_start(2);
+        uint64_t v4 = gpu_re_xxh64_acc_start(3);
+
+        do {
+            v1 = gpu_re_xxh64_round(v1, gpu_re_load64le(p));
+            v2 = gpu_re_xxh64_round(v2, gpu_re_load64le(p + 8));
+            v3 = gpu_re_xxh64_round(v3, gpu_re_load64le(p + 16));
+            v4 = gpu_re_xxh64_round(v4, gpu_re_load64le(p + 24));
+            p += 32;
+        } while (end - p >= 32);
+        h = gpu_re_xxh64_join(v1, v2, v3, v4);
+    }
+    return gpu_re_xxh64_finish(h, len, p, end);
 }
 
 /* The shim's 'check' of a payload: the high 32 bits of its XXH64 (shim

@@ -505,11 +505,46 @@ warp_stage(uint4 *buf, const uint8_t *data, uint32_t start, uint32_t len,
     return (const uint8_t *) buf + (start & 15);
 }
 
+/* gpu_re_payload_check() of the 'len' bytes at 'p' by a warp (every
+ * lane calls it; lane 0's return is the check): lanes 0 to 3 each walk
+ * one of XXH64's four accumulators over the stripes (an accumulator
+ * depends only on its own 8 bytes of each 32-byte stripe), so the
+ * stripes take a quarter of one thread's time; lane 0 joins them and
+ * hashes the tail.  One lane walking all four was the hash kernel's
+ * longest path: 19.5 us of a 92 us call of 600 payloads (ncu on the
+ * H200, caches warm), a warp or two an SM hiding none of its latency. */
+__device__ __forceinline__ uint32_t
+warp_payload_check(const uint8_t *p, uint32_t len, uint32_t lane)
+{
+    uint32_t n_stripes = len / 32;
+    uint64_t v = 0;
+
+    if (lane < 4 && n_stripes) {
+        v = gpu_re_xxh64_acc_start(lane);
+        for (uint32_t s = 0; s < n_stripes; s++) {
+            v = gpu_re_xxh64_round(v, gpu_re_load64le(p + 32 * s
+                                                        + 8 * lane));
+        }
+    }
+    uint64_t v1 = __shfl_sync(0xffffffffu, (unsigned long long) v, 0);
+    uint64_t v2 = __shfl_sync(0xffffffffu, (unsigned long long) v, 1);
+    uint64_t v3 = __shfl_sync(0xffffffffu, (unsigned long long) v, 2);
+    uint64_t v4 = __shfl_sync(0xffffffffu, (unsigned long long) v, 3);
+
+    if (lane) {
+        return 0;
+    }
+    uint64_t h = (n_stripes ? gpu_re_xxh64_join(v1, v2, v3, v4)
+                  : GPU_RE_XXH_P5);
+
+    return gpu_re_xxh64_finish(h, len, p + 32 * n_stripes, p + len) >> 32;
+}
+
 /* After the cuts: each chunk's 128-bit hash and each packet's check (the
  * same code as the CPU's, re-inline.h), a warp a packet.  The warp first
  * copies its packet into shared memory with 16-byte loads, all lanes at
- * once; then lane i hashes chunks i, i + 32, ... and lane 0 the whole
- * packet.  One thread a packet hashing straight from global memory waited
+ * once; then lane i hashes chunks i, i + 32, ..., and lanes 0 to 3 the
+ * whole packet (warp_payload_check()).  One thread a packet hashing straight from global memory waited
  * on an L2 round trip every word, twice over the payload, with ~one warp
  * an SM: 168 us of a 275 us call of 600 payloads (ncu, H200), the longest
  * of the call's kernels.  Packets longer than the stage are hashed from
@@ -559,8 +594,10 @@ hash_body(const uint8_t *__restrict__ data,
             break;
         }
     }
+    uint32_t check = warp_payload_check(pkt, len, lane);
+
     if (!lane) {
-        payload_checks[p] = gpu_re_payload_check(pkt, len);
+        payload_checks[p] = check;
     }
 }
 
