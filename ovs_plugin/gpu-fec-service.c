@@ -332,6 +332,10 @@ struct fec_inst {
     uint64_t n_losses;          /* Decoder: data packets found missing. */
     uint64_t n_rebuilt;
     uint64_t n_groups_lost;
+    uint64_t n_lost_for_room;   /* Decoder: of those, forgotten to make
+                                 * room (max_packets, max_bytes)... */
+    uint64_t n_lost_parity_only; /* ...and held parity only (it came after
+                                  * its group's data was forgotten). */
     uint64_t n_late;            /* Decoder: for a group done or gone. */
     uint64_t n_malformed;
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
@@ -347,6 +351,7 @@ struct fec_inst {
     uint64_t n_call_groups;     /* Their groups. */
     size_t max_call_groups;
     size_t max_calls;           /* Most calls in flight at once. */
+    long long int max_call_us;  /* Longest call, submission to done. */
     uint64_t n_call_waits;      /* Calls waited for at FEC_MAX_CALLS. */
     uint64_t n_cpu_calls;       /* Decoder: calls rebuilt at once on the
                                  * CPU (cpu_max_groups)... */
@@ -1142,6 +1147,8 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
             return false;
         }
         call->status = status;
+        inst->max_call_us = MAX(inst->max_call_us,
+                                time_usec() - call->start_us);
     }
     if (gpu_service_is_device_error(call->status)) {
         struct gpu_parity *cpu = fec_coder_on_cpu(
@@ -1647,6 +1654,7 @@ fec_group_destroy(struct fec_inst *inst, struct fec_group *g)
         /* Without a parity packet the decoder cannot know a group was
          * short: its missing packets count against k. */
         inst->n_groups_lost++;
+        inst->n_lost_parity_only += !g->n_have_data;
         inst->n_losses += fec_group_missing(g);
     }
     fec_group_free_bufs(inst, g);
@@ -1694,6 +1702,7 @@ fec_decode_make_room(struct fec_inst *inst, struct fec_group *keep,
             break;
         }
         if (g != keep) {
+            inst->n_lost_for_room += !g->done;
             fec_group_destroy(inst, g);
         }
     }
@@ -2355,6 +2364,9 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
         ds_put_format(s, "  losses seen: %"PRIu64"\n", inst->n_losses);
         ds_put_format(s, "  packets rebuilt: %"PRIu64"\n", inst->n_rebuilt);
         ds_put_format(s, "  groups lost: %"PRIu64"\n", inst->n_groups_lost);
+        ds_put_format(s, "    of them forgotten for room: %"PRIu64", "
+                      "of parity only: %"PRIu64"\n", inst->n_lost_for_room,
+                      inst->n_lost_parity_only);
         ds_put_format(s, "  rebuilt waiting: %"PRIuSIZE"\n",
                       inst->n_pending);
         ds_put_format(s, "  buffered: %"PRIuSIZE" packets, %"PRIuSIZE
@@ -2407,6 +2419,7 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     ds_put_format(s, "  calls in flight: %"PRIuSIZE" (most %"PRIuSIZE"), "
                   "groups gathering: %"PRIuSIZE"\n", inst->n_calls,
                   inst->max_calls, inst->gather ? inst->gather->n_groups : 0);
+    ds_put_format(s, "  longest call: %lld us\n", inst->max_call_us);
     ds_put_format(s, "  waits for the device: %"PRIu64" (calls in flight "
                   "at their bound, %d)\n", inst->n_call_waits,
                   FEC_MAX_CALLS);
