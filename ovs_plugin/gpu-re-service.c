@@ -57,10 +57,14 @@ VLOG_DEFINE_THIS_MODULE(gpu_re_service);
  * grow to: an epoch's first shim is a little longer than its payload. */
 #define RE_MAX_FRAME 1522
 
-/* re_encode's gathers: one chunking call out and 100 us gathers (the
- * bound gpu-max-hold-us had alone before the options). */
-#define RE_IN_FLIGHT_DEFAULT 1
-#define RE_HOLD_US_DEFAULT GPU_DPCLS_MAX_HOLD_US_DEFAULT
+/* re_encode's gathers by default: two chunking calls out and 50 us
+ * gathers (one and 100 us until the thirty-first session).  On one PMD
+ * of the H200 machine, with the device's launch, they cost 98-131 ns a
+ * packet against 133-209 for one call and 100 us gathers in four pairs
+ * of runs (docs/PERFORMANCE.md); on four PMDs the same (35-56 ns against
+ * 48-49): each thread has its call anyway. */
+#define RE_IN_FLIGHT_DEFAULT 2
+#define RE_HOLD_US_DEFAULT 50
 
 struct re_peer {
     struct cmap_node node;      /* In 'peers', by hash of name and side. */
