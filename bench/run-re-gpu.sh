@@ -131,7 +131,8 @@ for step in $steps; do
         if [ -n "$NCU" ] && [ "${RE_NCU_MODES:-}" != none ]; then
             timeout 300 "$NCU" --graph-profiling node --clock-control none \
                 --cache-control "${RE_NCU_CACHE:-all}" \
-                --metrics "gpu__time_duration.sum${RE_NCU_METRICS:+,$RE_NCU_METRICS}" \
+                --metrics \
+                "gpu__time_duration.sum${RE_NCU_METRICS:+,$RE_NCU_METRICS}" \
                 --csv \
                 --log-file "$OUT/latency-ncu.csv" --kernel-name regex:graph \
                 --launch-count 1200 "$B/re-bench" --mb 0 --trace-mb 8 \

@@ -544,11 +544,12 @@ warp_payload_check(const uint8_t *p, uint32_t len, uint32_t lane)
  * same code as the CPU's, re-inline.h), a warp a packet.  The warp first
  * copies its packet into shared memory with 16-byte loads, all lanes at
  * once; then lane i hashes chunks i, i + 32, ..., and lanes 0 to 3 the
- * whole packet (warp_payload_check()).  One thread a packet hashing straight from global memory waited
- * on an L2 round trip every word, twice over the payload, with ~one warp
- * an SM: 168 us of a 275 us call of 600 payloads (ncu, H200), the longest
- * of the call's kernels.  Packets longer than the stage are hashed from
- * global memory as before. */
+ * whole packet (warp_payload_check()).  One thread a packet hashing
+ * straight from global memory waited on an L2 round trip every word,
+ * twice over the payload, with ~one warp an SM: 168 us of a 275 us call
+ * of 600 payloads (ncu, H200), the longest of the call's kernels.
+ * Packets longer than the stage are hashed from global memory as
+ * before. */
 __device__ __forceinline__ void
 hash_body(const uint8_t *__restrict__ data,
           const uint32_t *__restrict__ offsets,
