@@ -41,7 +41,9 @@
 #              test and benchmark only: fec_decode discards them,
 #              pseudo-randomly, before decoding): "out" is the goodput;
 #              the checks give the frames the link lost, the packets
-#              rebuilt, the groups lost, and a corruption check: for
+#              rebuilt, the groups lost (of them forgotten for room, and
+#              of parity only: parity after its group was forgotten), the
+#              most packets the decoder buffered, and a corruption check: for
 #              another second p1's traffic goes to a pcap port instead and
 #              every frame delivered must be one of the input's, byte for
 #              byte.
@@ -371,11 +373,18 @@ checks() {
                 w == "dec" && /link losses emulated:/ { x = $4 }
                 w == "dec" && /packets rebuilt:/ { r = $3 }
                 w == "dec" && /groups lost:/ { l = $3 }
+                w == "dec" && /of them forgotten for room:/ {
+                    lr = $6; sub(/,/, "", lr); lp = $10 }
+                w == "dec" && /most buffered:/ { mb = $3 }
                 /^  errors:/ { e += $2 }
                 END { printf "parity %s (%s groups/call) ", p, g
                       if (ip != "") printf "in-place %s groups ", ip
                       printf "passed %s link-lost %s rebuilt %s " \
-                      "lost-groups %s errors %s", d, x, r, l, e }'
+                      "lost-groups %s", d, x, r, l
+                      if (lr != "") printf " (room %s parity-only %s)", \
+                          lr, lp
+                      if (mb != "") printf " most-buffered %s", mb
+                      printf " errors %s", e }'
             # Where the parity and rebuilt packets came from: DPDK's mbufs
             # (the service's pool) or the heap.
             printf '; made %s mbufs %s heap' \
