@@ -271,6 +271,9 @@ static const struct {
     [GPU_KNOB_IDS_NULL_SCAN] = { "ids-null-scan",
                                  "gpu_ids scans nothing, every gathered "
                                  "packet passes: %d" },
+    [GPU_KNOB_FEC_STALL] = { "fec-stall",
+                             "fec batches stall %d microseconds after "
+                             "closing groups" },
 };
 static atomic_int knob_values[GPU_KNOB_N];
 
@@ -406,8 +409,8 @@ gpu_service_inject_fault_cmd(struct unixctl_conn *conn, int argc,
             || ((knob == GPU_KNOB_IDS_ALERT_HOLD
                  || knob == GPU_KNOB_RE_COPY) && n > 1)) {
             unixctl_command_reply_error(conn, "usage: gpu/inject-fault "
-                                        "ids-slow|re-slow|fec-slow US | "
-                                        "fec-loss PPM | index-query-slow "
+                                        "ids-slow|re-slow|fec-slow|fec-stall "
+                                        "US | fec-loss PPM | index-query-slow "
                                         "MS | pkt-heap N | "
                                         "ids-alert-hold 0|1 | "
                                         "re-copy 0|1 | ids-null-scan 0|1");

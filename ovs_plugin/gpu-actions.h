@@ -259,6 +259,12 @@ int gpu_service_fault_take(enum gpu_fault_target);
  *   fec-slow US: the same for the coding calls of fec_encode and
  *   fec_decode (groups in flight).
  *
+ *   fec-stall US: a datapath thread sleeps US microseconds after
+ *   fec_encode or fec_decode gave back a batch in which groups closed,
+ *   before the batch's next action, as a thread preempted there would,
+ *   so that a test sees the other threads leave those groups' parity
+ *   (or rebuilt packets) to it, to go out behind the batch.
+ *
  *   fec-loss PPM: fec_decode discards PPM per million of the coded frames
  *   that arrive, pseudo-randomly (seeded per decoder), before decoding:
  *   a lossy link for the benchmarks, which OpenFlow cannot make (a select
@@ -298,6 +304,7 @@ enum gpu_service_knob {
     GPU_KNOB_IDS_ALERT_HOLD,
     GPU_KNOB_RE_COPY,
     GPU_KNOB_IDS_NULL_SCAN,
+    GPU_KNOB_FEC_STALL,
     GPU_KNOB_N
 };
 

@@ -1668,7 +1668,7 @@ gpu_dpcls_init(void)
     unixctl_command_register("gpu/inject-fault",
                              "dpcls|dpcls-nomem|dpcls-slow N | "
                              "ids|re|fec|index launch|nomem N | "
-                             "ids-slow|re-slow|fec-slow US | "
+                             "ids-slow|re-slow|fec-slow|fec-stall US | "
                              "fec-loss PPM | index-query-slow MS | "
                              "index-disk-full BYTES|off | "
                              "index-disk-rate MB|off | "

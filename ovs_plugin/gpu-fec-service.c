@@ -172,6 +172,17 @@ BUILD_ASSERT_DECL(sizeof(struct fec_hdr) == 12);
  * (which wakes the main thread) only looks after this long. */
 #define FEC_CALL_TIMER_US 1000
 
+/* A datapath thread whose batch closed groups (encoder) or completed them
+ * (decoder) goes on with that batch's next actions after the service: its
+ * data packets are not out yet.  Until the thread's poll says the batch is
+ * through, other threads (the main thread's timer, other PMD threads)
+ * leave what the calls made, parity or rebuilt packets, to it, so that
+ * they go out behind the packets of their own groups, not ahead of them
+ * (which makes a decoder rebuild packets that were never lost, then drop
+ * them as late).  The poll comes within microseconds; this bound is only
+ * for a thread that would never poll again. */
+#define FEC_BATCH_WAIT_MAX_US 1000000
+
 #define FEC_ENC_TIMEOUT_DEFAULT 1000            /* us */
 #define FEC_DEC_TIMEOUT_DEFAULT 100000          /* us */
 #define FEC_TIMEOUT_MAX 60000000                /* us */
@@ -275,6 +286,14 @@ struct fec_inst {
     atomic_bool poll_work;      /* Something for the poll: see
                                  * fec_set_deadline(). */
 
+    /* The thread whose batch last gathered groups, while that batch may
+     * still be in its next actions (see FEC_BATCH_WAIT_MAX_US), and
+     * since when; OVSTHREAD_ID_UNSET once its poll came. */
+    unsigned int batch_thread;
+    long long int batch_thread_us;
+    bool batch_thread_counted;  /* In 'n_batch_waits' already. */
+    uint64_t n_gathered;        /* Groups ever gathered into calls. */
+
     /* Device calls: closed groups being gathered, and calls in flight. */
     struct fec_call *gather;
     struct ovs_list calls;
@@ -359,6 +378,8 @@ struct fec_inst {
     size_t max_calls;           /* Most calls in flight at once. */
     long long int max_call_us;  /* Longest call, submission to done. */
     uint64_t n_call_waits;      /* Calls waited for at FEC_MAX_CALLS. */
+    uint64_t n_batch_waits;     /* Another thread left packets to the
+                                 * thread whose batch was in its actions. */
     uint64_t n_cpu_calls;       /* Decoder: calls rebuilt at once on the
                                  * CPU (cpu_max_groups)... */
     uint64_t n_cpu_call_groups; /* ...and their groups. */
@@ -659,6 +680,7 @@ fec_inst_init(struct fec_inst *inst, const char *args, bool encoder)
     inst->args = xstrdup(args);
     ovs_mutex_init(&inst->mutex);
     atomic_init(&inst->deadline_us, LLONG_MAX);
+    inst->batch_thread = OVSTHREAD_ID_UNSET;
     atomic_init(&inst->poll_work, false);
     ovs_list_init(&inst->calls);
     hmap_init(&inst->groups);
@@ -766,6 +788,39 @@ fec_pending_push(struct fec_inst *inst, struct dp_packet *packet)
     inst->pending[inst->n_pending++] = packet;
 }
 
+/* Whether this thread may send what the calls made: not while another
+ * thread's batch that gathered groups may still be in its next actions
+ * (see FEC_BATCH_WAIT_MAX_US). */
+static bool
+fec_may_send(struct fec_inst *inst, long long int now)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->batch_thread == OVSTHREAD_ID_UNSET
+        || inst->batch_thread == ovsthread_id_self()) {
+        return true;
+    }
+    if (now - inst->batch_thread_us >= FEC_BATCH_WAIT_MAX_US) {
+        inst->batch_thread = OVSTHREAD_ID_UNSET;
+        return true;
+    }
+    if (!inst->batch_thread_counted) {
+        inst->batch_thread_counted = true;
+        inst->n_batch_waits++;
+    }
+    return false;
+}
+
+/* Called by a thread outside its batches (its poll, its timer): a batch of
+ * its that gathered groups is through its actions. */
+static void
+fec_batch_through(struct fec_inst *inst)
+    OVS_REQUIRES(inst->mutex)
+{
+    if (inst->batch_thread == ovsthread_id_self()) {
+        inst->batch_thread = OVSTHREAD_ID_UNSET;
+    }
+}
+
 /* Sends 'packet', made by the service, with this batch if there is room
  * and nothing older waits, else later. */
 static void
@@ -790,7 +845,7 @@ fec_pending_flush(struct fec_inst *inst, struct fec_out *out)
 {
     size_t n = 0;
 
-    if (!out->may_steal) {
+    if (!out->may_steal || !fec_may_send(inst, time_usec())) {
         return;
     }
     while (n < inst->n_pending
@@ -1111,6 +1166,7 @@ fec_call_add(struct fec_inst *inst, struct gpu_parity *coder,
         call->start_us = now;
     }
     g = &call->groups[call->n_groups++];
+    inst->n_gathered++;
     g->ofs = call->size;
     g->cs = cs;
     g->erasure_ofs = call->n_erasure_ids;
@@ -1241,7 +1297,7 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
                >= gpu_services_get_max_hold_us())) {
         fec_call_submit(inst);
     }
-    while (!ovs_list_is_empty(&inst->calls)) {
+    while (!ovs_list_is_empty(&inst->calls) && fec_may_send(inst, now)) {
         struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
                                              struct fec_call, node);
 
@@ -1254,7 +1310,8 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
 
 /* Publishes when the timer has work ('deadline_us'), and whether the poll
  * has ('poll_work'): packets waiting that saved next actions can send
- * (due at once), groups gathered or in flight. */
+ * (due at once), groups gathered or in flight, a batch's thread to poll
+ * (until then, other threads' timers have nothing to do). */
 static void
 fec_set_deadline(struct fec_inst *inst)
     OVS_REQUIRES(inst->mutex)
@@ -1296,9 +1353,14 @@ fec_set_deadline(struct fec_inst *inst)
                        + MAX(FEC_CALL_TIMER_US,
                              gpu_service_test_knob(GPU_KNOB_FEC_SLOW)));
     }
+    if (inst->batch_thread != OVSTHREAD_ID_UNSET) {
+        deadline = MAX(deadline,
+                       inst->batch_thread_us + FEC_BATCH_WAIT_MAX_US);
+    }
     atomic_store_relaxed(&inst->deadline_us, deadline);
     atomic_store_relaxed(&inst->poll_work,
-                         sendable || gathering || inst->n_calls);
+                         sendable || gathering || inst->n_calls
+                         || inst->batch_thread != OVSTHREAD_ID_UNSET);
 }
 
 /* ------------------------------------------------------------- Encoder. */
@@ -2124,7 +2186,10 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct fec_inst *inst = fec_inst_find(args, encoder);
     long long int now = time_usec();
+    uint64_t n_gathered;
     struct fec_out out;
+    bool gathered;
+    int stall_us;
 
     if (!inst) {
         VLOG_WARN_RL(&rl, "%s(%s): no such instance; packets pass "
@@ -2138,10 +2203,19 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 
     ovs_mutex_lock(&inst->mutex);
     fec_save_next(inst, next);
+    n_gathered = inst->n_gathered;
     if (encoder) {
         fec_encode_batch(inst, batch, &out, now);
     } else {
         fec_decode_batch(inst, batch, &out, now);
+    }
+    gathered = inst->n_gathered != n_gathered;
+    if (gathered) {
+        /* The groups' packets are in this batch, yet to go on: what
+         * their calls make is this thread's to send, until its poll. */
+        inst->batch_thread = ovsthread_id_self();
+        inst->batch_thread_us = now;
+        inst->batch_thread_counted = false;
     }
     /* What is done goes with this batch if there is room. */
     fec_calls_run(inst, &out, GPU_SERVICE_POLL_BUSY, now);
@@ -2149,6 +2223,10 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     ovs_mutex_unlock(&inst->mutex);
     if (fec_poll_work(inst)) {
         fec_poll_arm();
+    }
+    stall_us = gpu_service_test_knob(GPU_KNOB_FEC_STALL);
+    if (OVS_UNLIKELY(stall_us) && gathered) {
+        xnanosleep(stall_us * 1000LL);
     }
 
     /* 'out' holds what passes, in order, within the batch's capacity. */
@@ -2182,7 +2260,8 @@ fec_send_pending(struct fec_inst *inst,
                  const struct gpu_service_emitter *emitter)
     OVS_RELEASES(inst->mutex)
 {
-    bool can_send = inst->has_next && inst->next_dp == emitter->dp;
+    bool can_send = (inst->has_next && inst->next_dp == emitter->dp
+                     && fec_may_send(inst, time_usec()));
     struct gpu_service_next next = { .actions = NULL };
     struct dp_packet **pkts = NULL;
     struct flow *flow = NULL;
@@ -2245,6 +2324,7 @@ fec_timer(struct fec_inst *inst, const struct gpu_service_emitter *emitter,
             inst->n_timeouts_held++;
         }
     }
+    fec_batch_through(inst);
     if (inst->encoder) {
         fec_encode_expire(inst, now);
     } else {
@@ -2296,6 +2376,7 @@ fec_poll(const struct gpu_service_emitter *emitter,
             retry = true;
             continue;
         }
+        fec_batch_through(inst);
         fec_calls_run(inst, NULL, mode, time_usec());
         retry |= fec_send_pending(inst, emitter);
     }
@@ -2467,6 +2548,8 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
     ds_put_format(s, "  waits for the device: %"PRIu64" (calls in flight "
                   "at their bound, %d)\n", inst->n_call_waits,
                   FEC_MAX_CALLS);
+    ds_put_format(s, "  left to a batch's own thread: %"PRIu64" times\n",
+                  inst->n_batch_waits);
     ds_put_format(s, "  device faults: %"PRIu64" groups coded on the CPU "
                   "(%"PRIu64" calls)\n", inst->n_faults,
                   inst->n_fault_calls);

@@ -376,6 +376,8 @@ checks() {
                 w == "dec" && /of them forgotten for room:/ {
                     lr = $6; sub(/,/, "", lr); lp = $10 }
                 w == "dec" && /most buffered:/ { mb = $3 }
+                w == "dec" && /late or duplicate/ { lt = $5 }
+                /left to a batch.s own thread:/ { bw += $7 }
                 /^  errors:/ { e += $2 }
                 END { printf "parity %s (%s groups/call) ", p, g
                       if (ip != "") printf "in-place %s groups ", ip
@@ -384,6 +386,8 @@ checks() {
                       if (lr != "") printf " (room %s parity-only %s)", \
                           lr, lp
                       if (mb != "") printf " most-buffered %s", mb
+                      if (lt != "") printf " late %s", lt
+                      printf " left-to-batch %d", bw
                       printf " errors %s", e }'
             # Where the parity and rebuilt packets came from: DPDK's mbufs
             # (the service's pool) or the heap.
