@@ -360,7 +360,10 @@ struct fec_inst {
     uint64_t n_lost_for_room;   /* Decoder: of those, forgotten to make
                                  * room (max_packets, max_bytes)... */
     uint64_t n_lost_parity_only; /* ...and held parity only (it came after
-                                  * its group's data was forgotten). */
+                                  * its group's data was forgotten)... */
+    uint64_t n_lost_past_m;     /* ...and timed out with fewer packets
+                                 * than a rebuild needs: the link lost
+                                 * more than m of them. */
     uint64_t n_late;            /* Decoder: for a group done or gone. */
     uint64_t n_malformed;
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */
@@ -1757,6 +1760,13 @@ fec_decode_expire(struct fec_inst *inst, long long int now)
             if (now - g->start_us < inst->timeout_us) {
                 break;
             }
+            if (!g->done
+                && (g->n_have_data + g->n_have_parity
+                    < (g->n_data_known ? g->n_data : g->k))) {
+                /* Lost to the link, not to the decoder: nothing could
+                 * have rebuilt it. */
+                inst->n_lost_past_m++;
+            }
             fec_group_destroy(inst, g);
         }
     }
@@ -2490,6 +2500,8 @@ fec_format_inst(struct ds *s, struct fec_inst *inst)
         ds_put_format(s, "    of them forgotten for room: %"PRIu64", "
                       "of parity only: %"PRIu64"\n", inst->n_lost_for_room,
                       inst->n_lost_parity_only);
+        ds_put_format(s, "    of them timed out past m losses: %"PRIu64"\n",
+                      inst->n_lost_past_m);
         ds_put_format(s, "  rebuilt waiting: %"PRIuSIZE"\n",
                       inst->n_pending);
         ds_put_format(s, "  buffered: %"PRIuSIZE" packets, %"PRIuSIZE

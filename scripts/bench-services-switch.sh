@@ -41,9 +41,12 @@
 #              test and benchmark only: fec_decode discards them,
 #              pseudo-randomly, before decoding): "out" is the goodput;
 #              the checks give the frames the link lost, the packets
-#              rebuilt, the groups lost (of them forgotten for room, and
-#              of parity only: parity after its group was forgotten), the
-#              most packets the decoder buffered, and a corruption check: for
+#              rebuilt, the groups lost (of them forgotten for room, of
+#              parity only: parity after its group was forgotten, and
+#              past m: more than m of their frames lost, which no code
+#              recovers), the most packets the decoder buffered, the late
+#              packets it dropped, the times parity or rebuilt packets
+#              were left to a batch's own thread, and a corruption check: for
 #              another second p1's traffic goes to a pcap port instead and
 #              every frame delivered must be one of the input's, byte for
 #              byte.
@@ -375,6 +378,7 @@ checks() {
                 w == "dec" && /groups lost:/ { l = $3 }
                 w == "dec" && /of them forgotten for room:/ {
                     lr = $6; sub(/,/, "", lr); lp = $10 }
+                w == "dec" && /of them timed out past m losses:/ { pm = $8 }
                 w == "dec" && /most buffered:/ { mb = $3 }
                 w == "dec" && /late or duplicate/ { lt = $5 }
                 /left to a batch.s own thread:/ { bw += $7 }
@@ -383,8 +387,10 @@ checks() {
                       if (ip != "") printf "in-place %s groups ", ip
                       printf "passed %s link-lost %s rebuilt %s " \
                       "lost-groups %s", d, x, r, l
-                      if (lr != "") printf " (room %s parity-only %s)", \
+                      if (lr != "") printf " (room %s parity-only %s", \
                           lr, lp
+                      if (lr != "" && pm != "") printf " past-m %s", pm
+                      if (lr != "") printf ")"
                       if (mb != "") printf " most-buffered %s", mb
                       if (lt != "") printf " late %s", lt
                       printf " left-to-batch %d", bw
