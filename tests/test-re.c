@@ -674,7 +674,8 @@ test_roundtrip(void **state)
 /* The shim's payload check is XXH64's high 32 bits: gpu_re_check32()
  * (our XXH64, written once for the host and the device) against
  * libxxhash's on random bytes of every length up to 2 kB, at every
- * alignment, and on a few long runs. */
+ * alignment, and on a few long runs; so is the chunk hash's low half
+ * (gpu_re_hash128()'s 'lo'), and its high half is not the low one. */
 static void
 test_check32_oracle(void **state)
 {
@@ -692,6 +693,14 @@ test_check32_oracle(void **state)
             const uint8_t *p = buf + align + rng_below(&r, 256) * 8;
             uint32_t want = XXH64(p, len, 0) >> 32;
 
+            struct gpu_re_hash h = gpu_re_hash128(p, len);
+
+            if (h.lo != XXH64(p, len, 0) || h.hi == h.lo) {
+                fail_msg("seed 0x%016" PRIx64 ": length %zu at offset %td:"
+                         " chunk hash %016" PRIx64 "%016" PRIx64 ", "
+                         "libxxhash %016" PRIx64, seed, len, p - buf, h.hi,
+                         h.lo, (uint64_t) XXH64(p, len, 0));
+            }
             if (gpu_re_check32(p, len) != want) {
                 fail_msg("seed 0x%016" PRIx64 ": length %zu at offset %td:"
                          " %08" PRIx32 ", libxxhash %08" PRIx32, seed, len,
@@ -706,7 +715,7 @@ test_check32_oracle(void **state)
                          (uint32_t) (XXH64(buf + 3, len, 0) >> 32));
     }
     print_message("  seed 0x%016" PRIx64 ": %zu inputs equal to "
-                  "libxxhash's XXH64\n", seed, n);
+                  "libxxhash's XXH64 (checks and chunk hashes)\n", seed, n);
     free(buf);
 }
 
@@ -755,7 +764,7 @@ test_shim_version1(void **state)
         const uint8_t *p = t.data + t.offsets[i];
         size_t len = t.offsets[i + 1] - t.offsets[i], sl, ol;
         int res = gpu_re_encode(e, p, len, NULL, 0, shim, 70000, &sl);
-        uint32_t v1_check = gpu_re_hash128(p, len).hi >> 32;
+        uint32_t v1_check = gpu_re_check32_v1(p, len);
 
         if (res != GPU_RE_SHIM) {
             gpu_re_decoder_observe(d, p, len);

@@ -258,12 +258,18 @@ struct gpu_re_hash {
     uint64_t hi, lo;
 };
 
-/* MurmurHash3 x64_128 of 'data' (seed 0). */
+/* The chunk hash: 'lo' the XXH64 (seed 0) of 'data', 'hi' that mixed
+ * once more (MurmurHash3's fmix64).  The encoders index their caches
+ * with it and compare bytes, so it need not be wider. */
 struct gpu_re_hash gpu_re_hash128(const void *data, size_t len);
 
 /* A payload's check, as a version 2 shim carries it: the high 32 bits of
  * its XXH64 (seed 0). */
 uint32_t gpu_re_check32(const void *data, size_t len);
+
+/* A version 1 shim's check: the high 32 bits of the payload's
+ * MurmurHash3 x64_128 (seed 0). */
+uint32_t gpu_re_check32_v1(const void *data, size_t len);
 
 /* The hashes of the last completed submission of a batch created with
  * GPU_RE_BATCH_HASHES (else NULL): 'chunk_hashes' by slot like the ends
@@ -302,8 +308,8 @@ void gpu_re_batch_chunks(const struct gpu_re_batch *, size_t i,
  *   8  u32  pos          encoder stream position (low 32 bits) of the
  *                        payload's first byte
  *   12 u32  check        gpu_re_check32() of the decoded payload
- *                        (version 1: the high 32 bits of its
- *                        gpu_re_hash128(); decoders take both)
+ *                        (version 1: gpu_re_check32_v1(), the high 32
+ *                        bits of its MurmurHash3; decoders take both)
  *
  * The body is items up to orig_len decoded bytes:
  *

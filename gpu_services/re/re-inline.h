@@ -157,10 +157,9 @@ gpu_re_cutter_test(const struct gpu_re_kparams *k,
 
 /* ---- MurmurHash3 x64_128 (Austin Appleby, public domain), seed 0. ----
  *
- * The chunk hash (gpu_re_hash128()), written once for the CPU and the
- * CUDA kernel that hashes a batch's chunks ahead of the encoder: the
- * encoder takes those hashes in place of its own, so they must be the
- * same bits.  (Shim version 1 checked payloads with it too.) */
+ * Shim version 1's payload check (its high 32 bits), which decoders
+ * still take; until the thirty-second session the chunk hash too (now
+ * gpu_re_chunk_hash(), below). */
 
 GPU_RE_HD uint64_t
 gpu_re_rotl64(uint64_t x, int r)
@@ -356,7 +355,7 @@ gpu_re_xxh64_finish(uint64_t h, uint64_t len, const uint8_t *p,
 }
 
 /* On one thread; a warp on the device splits the stripes' accumulators
- * among four lanes (re-kernels.cuh, warp_payload_check()). */
+ * among four lanes (re-kernels.cuh, quad_xxh64()). */
 GPU_RE_HD uint64_t
 gpu_re_xxh64(const uint8_t *p, uint64_t len)
 {
@@ -381,6 +380,33 @@ gpu_re_xxh64(const uint8_t *p, uint64_t len)
     return gpu_re_xxh64_finish(h, len, p, end);
 }
 
+/* The chunk hash (gpu_re_hash128()), written once for the CPU and the
+ * CUDA kernel that hashes a batch's chunks ahead of the encoder, which
+ * takes those hashes in place of its own, so they must be the same bits:
+ * 'lo' is the chunk's XXH64 (seed 0), 'hi' the same mixed once more
+ * (gpu_re_fmix64(), a bijection).  Both encoders only index their tables
+ * with it (bucket from 'lo', tag from 'hi') and compare every candidate
+ * byte for byte, so 64 bits of hash do.  XXH64's four accumulators let
+ * four lanes of a warp walk one chunk (re-kernels.cuh, quad_xxh64()),
+ * where MurmurHash3's single chain left the longest chunk of a batch (an
+ * MTU's payload uncut, one lane) setting the hash kernel's time: 14.1 us
+ * of a 77 us call of 600 payloads (ncu, H200). */
+GPU_RE_HD struct gpu_re_hash
+gpu_re_chunk_hash_of(uint64_t xxh64)
+{
+    struct gpu_re_hash h;
+
+    h.lo = xxh64;
+    h.hi = gpu_re_fmix64(xxh64);
+    return h;
+}
+
+GPU_RE_HD struct gpu_re_hash
+gpu_re_chunk_hash(const uint8_t *p, uint64_t len)
+{
+    return gpu_re_chunk_hash_of(gpu_re_xxh64(p, len));
+}
+
 /* The shim's 'check' of a payload: the high 32 bits of its XXH64 (shim
  * version 2; version 1's was MurmurHash3's, gpu_re_payload_check_v1()). */
 GPU_RE_HD uint32_t
@@ -399,7 +425,7 @@ gpu_re_hash_packet(const uint8_t *p, uint32_t len, const uint16_t *ends,
     uint32_t s = 0, i;
 
     for (i = 0; s < len; s = ends[i++]) {
-        hashes[i] = gpu_re_murmur128(p + s, ends[i] - s);
+        hashes[i] = gpu_re_chunk_hash(p + s, ends[i] - s);
     }
     *payload_check = gpu_re_payload_check(p, len);
 }

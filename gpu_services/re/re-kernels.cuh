@@ -505,51 +505,46 @@ warp_stage(uint4 *buf, const uint8_t *data, uint32_t start, uint32_t len,
     return (const uint8_t *) buf + (start & 15);
 }
 
-/* gpu_re_payload_check() of the 'len' bytes at 'p' by a warp (every
- * lane calls it; lane 0's return is the check): lanes 0 to 3 each walk
- * one of XXH64's four accumulators over the stripes (an accumulator
- * depends only on its own 8 bytes of each 32-byte stripe), so the
- * stripes take a quarter of one thread's time; lane 0 joins them and
- * hashes the tail.  One lane walking all four was the hash kernel's
- * longest path: 19.5 us of a 92 us call of 600 payloads (ncu on the
- * H200, caches warm), a warp or two an SM hiding none of its latency. */
-__device__ __forceinline__ uint32_t
-warp_payload_check(const uint8_t *p, uint32_t len, uint32_t lane)
+/* XXH64 (gpu_re_xxh64()) of the 'len' bytes at 'p', each quad of the
+ * warp (lanes 4q to 4q + 3) its own input: lane 4q + j walks accumulator
+ * j over the stripes (an accumulator depends only on its own 8 bytes of
+ * each 32-byte stripe), so the stripes take a quarter of one thread's
+ * time; each lane of the quad then joins the four and hashes the tail,
+ * and returns the hash.  Every lane of the warp calls it ('len' 0 where
+ * a quad has nothing to hash).  One lane walking all four was the hash
+ * kernel's longest path: for the payload check, 19.5 us of a 92 us call
+ * of 600 payloads (ncu on the H200, caches warm, thirty-first session),
+ * for MurmurHash3's chunk hashes 14.1 us of 77 (thirty-second). */
+__device__ __forceinline__ uint64_t
+quad_xxh64(const uint8_t *p, uint32_t len, uint32_t lane)
 {
+    uint32_t j = lane % 4, q0 = lane - j;
     uint32_t n_stripes = len / 32;
-    uint64_t v = 0;
+    uint64_t v = gpu_re_xxh64_acc_start(j);
 
-    if (lane < 4 && n_stripes) {
-        v = gpu_re_xxh64_acc_start(lane);
-        for (uint32_t s = 0; s < n_stripes; s++) {
-            v = gpu_re_xxh64_round(v, gpu_re_load64le(p + 32 * s
-                                                        + 8 * lane));
-        }
+    for (uint32_t s = 0; s < n_stripes; s++) {
+        v = gpu_re_xxh64_round(v, gpu_re_load64le(p + 32 * s + 8 * j));
     }
-    uint64_t v1 = __shfl_sync(0xffffffffu, (unsigned long long) v, 0);
-    uint64_t v2 = __shfl_sync(0xffffffffu, (unsigned long long) v, 1);
-    uint64_t v3 = __shfl_sync(0xffffffffu, (unsigned long long) v, 2);
-    uint64_t v4 = __shfl_sync(0xffffffffu, (unsigned long long) v, 3);
-
-    if (lane) {
-        return 0;
-    }
+    uint64_t v1 = __shfl_sync(0xffffffffu, (unsigned long long) v, q0);
+    uint64_t v2 = __shfl_sync(0xffffffffu, (unsigned long long) v, q0 + 1);
+    uint64_t v3 = __shfl_sync(0xffffffffu, (unsigned long long) v, q0 + 2);
+    uint64_t v4 = __shfl_sync(0xffffffffu, (unsigned long long) v, q0 + 3);
     uint64_t h = (n_stripes ? gpu_re_xxh64_join(v1, v2, v3, v4)
                   : GPU_RE_XXH_P5);
 
-    return gpu_re_xxh64_finish(h, len, p + 32 * n_stripes, p + len) >> 32;
+    return gpu_re_xxh64_finish(h, len, p + 32 * n_stripes, p + len);
 }
 
-/* After the cuts: each chunk's 128-bit hash and each packet's check (the
- * same code as the CPU's, re-inline.h), a warp a packet.  The warp first
- * copies its packet into shared memory with 16-byte loads, all lanes at
- * once; then lane i hashes chunks i, i + 32, ..., and lanes 0 to 3 the
- * whole packet (warp_payload_check()).  One thread a packet hashing
- * straight from global memory waited on an L2 round trip every word,
- * twice over the payload, with ~one warp an SM: 168 us of a 275 us call
- * of 600 payloads (ncu, H200), the longest of the call's kernels.
- * Packets longer than the stage are hashed from global memory as
- * before. */
+/* After the cuts: each chunk's hash (gpu_re_chunk_hash()) and each
+ * packet's check (gpu_re_payload_check()), the same code as the CPU's
+ * (re-inline.h), a warp a packet.  The warp first copies its packet into
+ * shared memory with 16-byte loads, all lanes at once; then quad q
+ * (lanes 4q to 4q + 3) hashes chunks q, q + 8, ... and quad 0 the whole
+ * packet (quad_xxh64()).  One thread a packet hashing straight from
+ * global memory waited on an L2 round trip every word, twice over the
+ * payload, with ~one warp an SM: 168 us of a 275 us call of 600 payloads
+ * (ncu, H200), the longest of the call's kernels.  Packets longer than
+ * the stage are hashed from global memory as before. */
 __device__ __forceinline__ void
 hash_body(const uint8_t *__restrict__ data,
           const uint32_t *__restrict__ offsets,
@@ -562,7 +557,7 @@ hash_body(const uint8_t *__restrict__ data,
      * start, and the word loads' overreach past its end. */
     __shared__ uint4 stage[THREADS / 32][STAGE_BYTES / 16 + 2];
     uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    uint32_t lane = threadIdx.x % 32;
+    uint32_t lane = threadIdx.x % 32, quad = lane / 4;
 
     if (w >= n) {
         return;                 /* The whole warp: 'w' is the warp's. */
@@ -578,27 +573,29 @@ hash_body(const uint8_t *__restrict__ data,
     if (len <= STAGE_BYTES) {
         pkt = warp_stage(stage[threadIdx.x / 32], data, start, len, lane);
     }
-    for (uint32_t i0 = 0; i0 < max_chunks; i0 += 32) {
-        uint32_t i = i0 + lane;
+    for (uint32_t i0 = 0; len && i0 < max_chunks; i0 += 8) {
+        uint32_t i = i0 + quad;
         uint32_t e = i < max_chunks ? ends[slot + i] : len;
         /* The ends rise to 'len', the last chunk's; slots after it hold
          * nothing of this packet. */
         uint32_t at_end = __ballot_sync(0xffffffffu, e >= len);
-        uint32_t last = at_end ? __ffs(at_end) - 1 : 31;
+        uint32_t last = at_end ? (__ffs(at_end) - 1) / 4 : 7;
+        bool mine = quad <= last;
+        uint32_t s = mine && i ? ends[slot + i - 1] : 0;
+        uint64_t h = quad_xxh64(pkt + s, mine ? e - s : 0, lane);
 
-        if (lane <= last && len) {
-            uint32_t s = i ? ends[slot + i - 1] : 0;
-
-            hashes[slot + i] = gpu_re_murmur128(pkt + s, e - s);
+        if (mine && lane % 4 == 0) {
+            hashes[slot + i] = gpu_re_chunk_hash_of(h);
         }
         if (at_end) {
             break;
         }
     }
-    uint32_t check = warp_payload_check(pkt, len, lane);
+    /* The payload's check: quad 0's hash of all of it. */
+    uint64_t check = quad_xxh64(pkt, quad ? 0 : len, lane);
 
     if (!lane) {
-        payload_checks[p] = check;
+        payload_checks[p] = check >> 32;
     }
 }
 

@@ -444,7 +444,13 @@ gpu_re_batch_chunks(const struct gpu_re_batch *b, size_t i,
 struct gpu_re_hash
 gpu_re_hash128(const void *data, size_t len)
 {
-    return gpu_re_murmur128(data, len);
+    return gpu_re_chunk_hash(data, len);
+}
+
+uint32_t
+gpu_re_check32_v1(const void *data, size_t len)
+{
+    return gpu_re_murmur128(data, len).hi >> 32;
 }
 
 uint32_t
