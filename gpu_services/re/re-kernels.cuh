@@ -539,8 +539,10 @@ quad_xxh64(const uint8_t *p, uint32_t len, uint32_t lane)
  * packet's check (gpu_re_payload_check()), the same code as the CPU's
  * (re-inline.h), a warp a packet.  The warp first copies its packet into
  * shared memory with 16-byte loads, all lanes at once; then quad q
- * (lanes 4q to 4q + 3) hashes chunks q, q + 8, ... and quad 0 the whole
- * packet (quad_xxh64()).  One thread a packet hashing straight from
+ * (lanes 4q to 4q + 3) of the first seven hashes chunks q, q + 7, ...
+ * and, at the same time, the eighth the whole packet (quad_xxh64()):
+ * one MTU's payload uncut, the batch's longest path, takes the time of
+ * one hash, not two.  One thread a packet hashing straight from
  * global memory waited on an L2 round trip every word, twice over the
  * payload, with ~one warp an SM: 168 us of a 275 us call of 600 payloads
  * (ncu, H200), the longest of the call's kernels.  Packets longer than
@@ -573,29 +575,32 @@ hash_body(const uint8_t *__restrict__ data,
     if (len <= STAGE_BYTES) {
         pkt = warp_stage(stage[threadIdx.x / 32], data, start, len, lane);
     }
-    for (uint32_t i0 = 0; len && i0 < max_chunks; i0 += 8) {
+    for (uint32_t i0 = 0; len && i0 < max_chunks; i0 += 7) {
         uint32_t i = i0 + quad;
-        uint32_t e = i < max_chunks ? ends[slot + i] : len;
+        uint32_t e = quad < 7 && i < max_chunks ? ends[slot + i] : len;
         /* The ends rise to 'len', the last chunk's; slots after it hold
-         * nothing of this packet. */
+         * nothing of this packet.  (Quad 7's "end" is the packet's.) */
         uint32_t at_end = __ballot_sync(0xffffffffu, e >= len);
-        uint32_t last = at_end ? (__ffs(at_end) - 1) / 4 : 7;
-        bool mine = quad <= last;
+        uint32_t last = (__ffs(at_end) - 1) / 4;
+        bool mine = quad <= last && quad < 7;
         uint32_t s = mine && i ? ends[slot + i - 1] : 0;
-        uint64_t h = quad_xxh64(pkt + s, mine ? e - s : 0, lane);
+        /* Every lane shuffles in quad_xxh64(): one call, each quad its
+         * input (quad 7 the packet's check, on the first pass). */
+        uint32_t n_in = quad == 7 ? (i0 ? 0 : len) : mine ? e - s : 0;
+        uint64_t h = quad_xxh64(quad == 7 ? pkt : pkt + s, n_in, lane);
 
+        if (quad == 7 && !i0 && lane == 28) {
+            payload_checks[p] = h >> 32;
+        }
         if (mine && lane % 4 == 0) {
             hashes[slot + i] = gpu_re_chunk_hash_of(h);
         }
-        if (at_end) {
+        if (last < 7) {
             break;
         }
     }
-    /* The payload's check: quad 0's hash of all of it. */
-    uint64_t check = quad_xxh64(pkt, quad ? 0 : len, lane);
-
-    if (!lane) {
-        payload_checks[p] = check >> 32;
+    if (!len && !lane) {
+        payload_checks[p] = gpu_re_payload_check(pkt, 0);
     }
 }
 
