@@ -571,7 +571,10 @@ run_encode_case(uint64_t cache, size_t n_docs)
            errors ? "WRONG" : "every payload restored");
     /* The documents repeat: most later sends must be found, about as
      * many as the host's encoder finds in the same stream (test-re asks
-     * the same of the device). */
+     * the same of the device): within 5% of its savings, since a wrong
+     * ring (the append) or table (the insert) only costs matches, every
+     * candidate being compared; one epoch here, the host's encoder and
+     * the kernels' differ by 0-2% of it (races for a table entry). */
     struct gpu_re_encoder *host;
     struct gpu_re_stats hs;
     std::vector<uint8_t> out(GPU_RE_MAX_PAYLOAD + 64);
@@ -593,7 +596,7 @@ run_encode_case(uint64_t cache, size_t n_docs)
 
     printf("  encode, cache %" PRIu64 " KB: the host's encoder saved %.1f%% "
            "of the same stream\n", cache >> 10, 100 * host_saved);
-    if (!errors && (saved < 0.1 || saved < 0.8 * host_saved)) {
+    if (!errors && (saved < 0.1 || saved < 0.95 * host_saved)) {
         printf("encode: saved too little (%.1f%%; the host's encoder "
                "%.1f%%)\n", 100 * saved, 100 * host_saved);
         errors++;
