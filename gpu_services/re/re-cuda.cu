@@ -639,7 +639,6 @@ graph_push_kernel(const struct graph_args *a,
     }
 }
 
-
 __global__ void __launch_bounds__(THREADS)
 graph_enc_insert_kernel(struct gpu_re_enc_dev kd, const struct graph_args *a,
                         const uint16_t *__restrict__ ends,
