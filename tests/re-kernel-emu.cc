@@ -167,6 +167,12 @@ __ffs(uint32_t x)
     return __builtin_ffs(x);
 }
 
+static inline int
+__clz(uint32_t x)
+{
+    return x ? __builtin_clz(x) : 32;
+}
+
 #include "gpu_services/re/re-kernels.cuh"
 #include "gpu_runtime/gpu-gather.cuh"
 
@@ -211,9 +217,13 @@ rnd()
     return rng_next(&rng);
 }
 
-/* mode 0: per packet; 1: grouped by length; 2: segments of 'seg'. */
+/* mode 0: per packet; 1: grouped by length; 2: segments of 'seg'.
+ * 'tiny': payloads mostly of 0 to 30 bytes, so that more than 32
+ * packets start in a warp's segments (the cand kernel's packet search
+ * goes on alone past them) and many are empty. */
 static int
-run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
+run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n,
+         bool tiny)
 {
     bool sort = mode == 1;
     std::vector<uint32_t> offsets(n + 1);
@@ -224,7 +234,8 @@ run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n)
 
     offsets[0] = rnd() % 16;
     for (size_t i = 0; i < n; i++) {
-        uint32_t len = rnd() % 40 ? rnd() % 1501 : rnd() % 9001;
+        uint32_t len = (tiny ? (rnd() % 128 ? rnd() % 31 : rnd() % 1501)
+                        : rnd() % 40 ? rnd() % 1501 : rnd() % 9001);
 
         offsets[i + 1] = offsets[i] + len;
         min_len = std::min(min_len, len);
@@ -685,7 +696,7 @@ main(int argc, char **argv)
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         for (int mode = 0; mode < 3; mode++) {
             uint32_t seg = mode == 2 ? 32 << (k % 4) : 0;
-            int e = run_case(&ps[k], mode, seg, 700);
+            int e = run_case(&ps[k], mode, seg, 700, false);
 
             printf("  w %2u bits %u min %2u max %4u %s %u: %s\n",
                    ps[k].window, ps[k].bits, ps[k].min_chunk,
@@ -693,6 +704,14 @@ main(int argc, char **argv)
                    e ? "DIFFERENT" : "identical");
             errors += e;
         }
+    }
+    for (size_t k = 0; k < 2; k++) {
+        int e = run_case(&ps[k], 2, 32, 3000, true);
+
+        printf("  w %2u bits %u min %2u max %4u segments 32, tiny payloads:"
+               " %s\n", ps[k].window, ps[k].bits, ps[k].min_chunk,
+               ps[k].max_chunk, e ? "DIFFERENT" : "identical");
+        errors += e;
     }
     errors += run_encode_case(64 * 1024, 40);
     errors += run_encode_case(1024 * 1024, 40);
