@@ -167,12 +167,6 @@ __ffs(uint32_t x)
     return __builtin_ffs(x);
 }
 
-static inline int
-__clz(uint32_t x)
-{
-    return x ? __builtin_clz(x) : 32;
-}
-
 #include "gpu_services/re/re-kernels.cuh"
 #include "gpu_runtime/gpu-gather.cuh"
 
@@ -218,9 +212,10 @@ rnd()
 }
 
 /* mode 0: per packet; 1: grouped by length; 2: segments of 'seg'.
- * 'tiny': payloads mostly of 0 to 30 bytes, so that more than 32
- * packets start in a warp's segments (the cand kernel's packet search
- * goes on alone past them) and many are empty. */
+ * 'tiny': payloads mostly of 0 to 30 bytes, many empty, so that a
+ * segment of the cand kernel spans many packets and its roll starts
+ * afresh at each (a warp-wide packet search tried in the thirty-second
+ * session, no faster, was checked on them). */
 static int
 run_case(const struct gpu_re_params *p, int mode, uint32_t seg, size_t n,
          bool tiny)

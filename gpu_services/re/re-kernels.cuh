@@ -264,69 +264,6 @@ chunk_kernel(const uint64_t *__restrict__ tables,
  *                  the min/max rule, and writes its cuts (and, if asked,
  *                  the fingerprint at each cut, re-rolled from its
  *                  window: 'window' steps per cut). */
-/* The packet holding byte 'x' (of the batch, from offsets[0]) for every
- * lane of a warp, whose lanes' 'x' rise with the lane: the last packet
- * starting at or before it.  The warp finds lane 0's by a 32-way search
- * (each round one load a lane: 2 rounds for 600 packets, 3 for 2,048),
- * then each lane counts the next 32 packets' starts at or before its
- * own 'x' (one load a lane); only a lane past those searches on alone.
- * A binary search a lane waited on ~10 dependent loads, the cand
- * kernel's longest wait before its rolls.  Every lane calls it. */
-__device__ __forceinline__ uint32_t
-warp_packet_of(const uint32_t *__restrict__ offsets, uint32_t n,
-               int32_t x, uint32_t lane)
-{
-    const uint32_t base = offsets[0];
-    int32_t x0 = __shfl_sync(0xffffffffu, x, 0);
-    uint32_t lo = 0, hi = n - 1;    /* Lane 0's packet is in [lo, hi]. */
-
-    while (lo < hi) {
-        /* Probes rising with the lane, the last at 'hi', none below
-         * 'lo' (whose start is at or before x0): the lanes whose probe
-         * starts at or before x0 are a prefix. */
-        uint32_t c = lo + (uint32_t) ((uint64_t) (hi - lo) * (lane + 1)
-                                      / 32);
-        uint32_t le = __ballot_sync(0xffffffffu,
-                                    (int32_t) (offsets[c] - base) <= x0);
-        int l = le ? 31 - __clz(le) : 0;
-        uint32_t c_le = __shfl_sync(0xffffffffu, c, l);
-        uint32_t c_gt = __shfl_sync(0xffffffffu, c, l < 31 ? l + 1 : 31);
-
-        if (le) {
-            lo = c_le;
-        }
-        hi = le == 0xffffffffu ? hi : le ? c_gt - 1 : c_le - 1;
-    }
-
-    /* Starts of the 32 packets after lane 0's, past the last: none. */
-    uint32_t after = lo + 1 + lane;
-    int32_t start = (after < n ? (int32_t) (offsets[after] - base)
-                     : INT32_MAX);
-    uint32_t count = 0;
-
-    for (int j = 0; j < 32; j++) {
-        count += __shfl_sync(0xffffffffu, start, j) <= x;
-    }
-    uint32_t p = lo + count;
-
-    if (count == 32) {
-        /* More than 32 packets start in the warp's bytes: on alone. */
-        uint32_t l2 = p, h2 = n - 1;
-
-        while (l2 < h2) {
-            uint32_t mid = (l2 + h2 + 1) / 2;
-
-            if ((int32_t) (offsets[mid] - base) <= x) {
-                l2 = mid;
-            } else {
-                h2 = mid - 1;
-            }
-        }
-        p = l2;
-    }
-    return p;
-}
-
 template <int W16>
 __device__ __forceinline__ void
 cand_body(const uint64_t *__restrict__ tables,
@@ -344,22 +281,26 @@ cand_body(const uint64_t *__restrict__ tables,
     __syncthreads();
 
     uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    uint32_t k0 = k - threadIdx.x % 32;     /* The warp's lane 0. */
-    if (!n || (uint64_t) k0 * seg >= n_bytes) {
-        return;                 /* The whole warp. */
+    if ((uint64_t) k * seg >= n_bytes) {
+        return;
     }
     const uint32_t base = offsets[0];
-    /* A lane past the batch searches for its last byte, then leaves. */
-    const int32_t cs = min((uint64_t) k * seg, (uint64_t) n_bytes - 1);
+    const int32_t cs = k * seg;
     const int32_t ce = min(cs + (int32_t) seg, (int32_t) n_bytes);
 
     /* The packet holding byte cs: the last one starting at or before
      * it (it ends after it, as cs < n_bytes). */
-    uint32_t p = warp_packet_of(offsets, n, cs, threadIdx.x % 32);
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
 
-    if ((uint64_t) k * seg >= n_bytes) {
-        return;
+        if ((int32_t) (offsets[mid] - base) <= cs) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
     }
+    uint32_t p = lo;
     int32_t pstart = offsets[p] - base, pend = offsets[p + 1] - base;
     /* Roll from a window before the segment, or from the packet's
      * start; bytes before 'zlo' leave the window as zeros. */
@@ -372,20 +313,13 @@ cand_body(const uint64_t *__restrict__ tables,
     int32_t blk0 = q >> 4, blkn = (ce - 1) >> 4;
     uint32_t lead = q & 15;
 
-    /* The next 16 bytes are loaded before these roll (~16 dependent
-     * shared-memory lookups), so the load's wait hides behind them. */
-    uint4 ahead = d16[blk0];
-
 #pragma unroll
     for (int i = 0; i < (W16 > 0 ? W16 : 1); i++) {
         ring[i] = make_uint4(0, 0, 0, 0);
     }
     for (int32_t blk = blk0; blk <= blkn; blk++) {
-        uint4 v = ahead;
+        uint4 v = d16[blk];
 
-        if (blk < blkn) {
-            ahead = d16[blk + 1];
-        }
         if (blk == blk0) {
             /* Zeros roll as a no-op from fp 0. */
             v.x &= lead_mask(lead, 0);
