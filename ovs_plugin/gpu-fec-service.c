@@ -363,7 +363,8 @@ struct fec_inst {
                                   * its group's data was forgotten)... */
     uint64_t n_lost_past_m;     /* ...and timed out with fewer packets
                                  * than a rebuild needs: the link lost
-                                 * more than m of them. */
+                                 * more than m of them (or the rest came
+                                 * after the timeout). */
     uint64_t n_late;            /* Decoder: for a group done or gone. */
     uint64_t n_malformed;
     uint64_t n_unchanged;       /* Not coded, or not FEC: passed as is. */

@@ -43,8 +43,10 @@
 #              the checks give the frames the link lost, the packets
 #              rebuilt, the groups lost (of them forgotten for room, of
 #              parity only: parity after its group was forgotten, and
-#              past m: more than m of their frames lost, which no code
-#              recovers), the most packets the decoder buffered, the late
+#              past m: fewer frames than a rebuild needs at their
+#              timeout, i.e. more than m lost on the link, or the rest
+#              later than the timeout), the most packets the decoder
+#              buffered, the late
 #              packets it dropped, the times parity or rebuilt packets
 #              were left to a batch's own thread, and a corruption check: for
 #              another second p1's traffic goes to a pcap port instead and
