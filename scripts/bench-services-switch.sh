@@ -46,10 +46,9 @@
 #              past m: fewer frames than a rebuild needs at their
 #              timeout, i.e. more than m lost on the link, or the rest
 #              later than the timeout), the most packets the decoder
-#              buffered, the late
-#              packets it dropped, the times parity or rebuilt packets
-#              were left to a batch's own thread, and a corruption check: for
-#              another second p1's traffic goes to a pcap port instead and
+#              buffered, the late packets it dropped, the times parity or
+#              rebuilt packets were left to a batch's own thread, and a
+#              corruption check: for another second p1's traffic goes to a pcap port instead and
 #              every frame delivered must be one of the input's, byte for
 #              byte.
 #   re-enc, fec-enc, fec-dec
