@@ -48,9 +48,9 @@
 #              later than the timeout), the most packets the decoder
 #              buffered, the late packets it dropped, the times parity or
 #              rebuilt packets were left to a batch's own thread, and a
-#              corruption check: for another second p1's traffic goes to a pcap port instead and
-#              every frame delivered must be one of the input's, byte for
-#              byte.
+#              corruption check: for another second p1's traffic goes to
+#              a pcap port instead and every frame delivered must be one
+#              of the input's, byte for byte.
 #   re-enc, fec-enc, fec-dec
 #              one end of a pair alone, as the switch at one end of a
 #              link runs it (the pairs above run both ends on one PMD, so
