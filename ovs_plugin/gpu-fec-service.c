@@ -794,16 +794,17 @@ fec_pending_push(struct fec_inst *inst, struct dp_packet *packet)
 
 /* Whether this thread may send what the calls made: not while another
  * thread's batch that gathered groups may still be in its next actions
- * (see FEC_BATCH_WAIT_MAX_US). */
+ * (see FEC_BATCH_WAIT_MAX_US).  Reads the clock only then: it is asked
+ * on every batch. */
 static bool
-fec_may_send(struct fec_inst *inst, long long int now)
+fec_may_send(struct fec_inst *inst)
     OVS_REQUIRES(inst->mutex)
 {
     if (inst->batch_thread == OVSTHREAD_ID_UNSET
         || inst->batch_thread == ovsthread_id_self()) {
         return true;
     }
-    if (now - inst->batch_thread_us >= FEC_BATCH_WAIT_MAX_US) {
+    if (time_usec() - inst->batch_thread_us >= FEC_BATCH_WAIT_MAX_US) {
         inst->batch_thread = OVSTHREAD_ID_UNSET;
         return true;
     }
@@ -849,7 +850,7 @@ fec_pending_flush(struct fec_inst *inst, struct fec_out *out)
 {
     size_t n = 0;
 
-    if (!out->may_steal || !fec_may_send(inst, time_usec())) {
+    if (!out->may_steal || !fec_may_send(inst)) {
         return;
     }
     while (n < inst->n_pending
@@ -1301,7 +1302,7 @@ fec_calls_run(struct fec_inst *inst, struct fec_out *out,
                >= gpu_services_get_max_hold_us())) {
         fec_call_submit(inst);
     }
-    while (!ovs_list_is_empty(&inst->calls) && fec_may_send(inst, now)) {
+    while (!ovs_list_is_empty(&inst->calls) && fec_may_send(inst)) {
         struct fec_call *call = CONTAINER_OF(ovs_list_front(&inst->calls),
                                              struct fec_call, node);
 
@@ -2200,7 +2201,6 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     uint64_t n_gathered;
     struct fec_out out;
     bool gathered;
-    int stall_us;
 
     if (!inst) {
         VLOG_WARN_RL(&rl, "%s(%s): no such instance; packets pass "
@@ -2235,9 +2235,12 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
     if (fec_poll_work(inst)) {
         fec_poll_arm();
     }
-    stall_us = gpu_service_test_knob(GPU_KNOB_FEC_STALL);
-    if (OVS_UNLIKELY(stall_us) && gathered) {
-        xnanosleep(stall_us * 1000LL);
+    if (gathered) {
+        int stall_us = gpu_service_test_knob(GPU_KNOB_FEC_STALL);
+
+        if (OVS_UNLIKELY(stall_us)) {
+            xnanosleep(stall_us * 1000LL);
+        }
     }
 
     /* 'out' holds what passes, in order, within the batch's capacity. */
@@ -2272,7 +2275,7 @@ fec_send_pending(struct fec_inst *inst,
     OVS_RELEASES(inst->mutex)
 {
     bool can_send = (inst->has_next && inst->next_dp == emitter->dp
-                     && fec_may_send(inst, time_usec()));
+                     && fec_may_send(inst));
     struct gpu_service_next next = { .actions = NULL };
     struct dp_packet **pkts = NULL;
     struct flow *flow = NULL;

@@ -384,7 +384,8 @@ run_encode_case(uint64_t cache, size_t n_docs)
         return 1;
     }
     /* Documents sent two or three times with a few edits, cut into
-     * payloads of 1 to 1460 bytes. */
+     * payloads of 1 to 1460 bytes, with an empty payload now and then
+     * (a check and no chunk, from the hash kernel too). */
     for (size_t k = 0; k < n_docs; k++) {
         std::vector<uint8_t> doc(1000 + rnd() % 20000);
         int sends = 1 + rnd() % 3;
@@ -402,6 +403,9 @@ run_encode_case(uint64_t cache, size_t n_docs)
                               doc.begin() + o + l);
                 lens.push_back(l);
                 o += l;
+                if (!(rnd() % 64)) {
+                    lens.push_back(0);
+                }
             }
         }
     }

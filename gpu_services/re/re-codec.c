@@ -343,7 +343,7 @@ static uint32_t
 shim_check(uint8_t version, const uint8_t *p, size_t len)
 {
     return (version == GPU_RE_SHIM_VERSION_MURMUR
-            ? gpu_re_murmur128(p, len).hi >> 32
+            ? gpu_re_payload_check_v1(p, len)
             : gpu_re_payload_check(p, len));
 }
 

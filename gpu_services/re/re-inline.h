@@ -407,6 +407,14 @@ gpu_re_chunk_hash(const uint8_t *p, uint64_t len)
     return gpu_re_chunk_hash_of(gpu_re_xxh64(p, len));
 }
 
+/* Shim version 1's 'check' of a payload: the high 32 bits of its
+ * MurmurHash3 x64_128. */
+GPU_RE_HD uint32_t
+gpu_re_payload_check_v1(const uint8_t *p, uint32_t len)
+{
+    return gpu_re_murmur128(p, len).hi >> 32;
+}
+
 /* The shim's 'check' of a payload: the high 32 bits of its XXH64 (shim
  * version 2; version 1's was MurmurHash3's, gpu_re_payload_check_v1()). */
 GPU_RE_HD uint32_t

@@ -575,14 +575,15 @@ hash_body(const uint8_t *__restrict__ data,
     if (len <= STAGE_BYTES) {
         pkt = warp_stage(stage[threadIdx.x / 32], data, start, len, lane);
     }
-    for (uint32_t i0 = 0; len && i0 < max_chunks; i0 += 7) {
+    for (uint32_t i0 = 0; i0 < max_chunks; i0 += 7) {
         uint32_t i = i0 + quad;
         uint32_t e = quad < 7 && i < max_chunks ? ends[slot + i] : len;
         /* The ends rise to 'len', the last chunk's; slots after it hold
          * nothing of this packet.  (Quad 7's "end" is the packet's.) */
         uint32_t at_end = __ballot_sync(0xffffffffu, e >= len);
         uint32_t last = (__ffs(at_end) - 1) / 4;
-        bool mine = quad <= last && quad < 7;
+        /* An empty packet has no chunk, only its check. */
+        bool mine = quad <= last && quad < 7 && len;
         uint32_t s = mine && i ? ends[slot + i - 1] : 0;
         /* Every lane shuffles in quad_xxh64(): one call, each quad its
          * input (quad 7 the packet's check, on the first pass). */
@@ -598,9 +599,6 @@ hash_body(const uint8_t *__restrict__ data,
         if (last < 7) {
             break;
         }
-    }
-    if (!len && !lane) {
-        payload_checks[p] = gpu_re_payload_check(pkt, 0);
     }
 }
 

@@ -450,7 +450,7 @@ gpu_re_hash128(const void *data, size_t len)
 uint32_t
 gpu_re_check32_v1(const void *data, size_t len)
 {
-    return gpu_re_murmur128(data, len).hi >> 32;
+    return gpu_re_payload_check_v1(data, len);
 }
 
 uint32_t
