@@ -128,6 +128,10 @@
 # BENCH_INDEX_STORE in the environment: the index store's settings
 # (default "bench"), e.g. "bench,ring=8192,snaplen=128".
 #
+# BENCH_OTHER_CONFIG="K=V ..." in the environment: more other_config
+# settings for every row's switch, e.g. "per-port-memory=true" (DPDK's
+# mbuf pools sized by the ports' queues instead of 256k mbufs shared).
+#
 # BENCH_INDEX_DISK_RATE=MB in the environment: the index store's files
 # are written at no more than MB megabytes a second (gpu/inject-fault
 # index-disk-rate, test only), a disk slower than the traffic, to see
@@ -714,6 +718,7 @@ start_row() {
                 settings="$settings,hold-us=$BENCH_IDS_HOLD_US"
             fi ;;
     esac
+    settings="$settings ${BENCH_OTHER_CONFIG:-}"
     start_switch "$3" $settings
     case $1 in ids-*) wait_log 'ruleset bench loaded' 60 ;; esac
     case $1 in fec-enc|fec-dec)
