@@ -92,7 +92,7 @@ cache_append(struct re_cache *c, const uint8_t *p, size_t n)
 
 /* Asks for the cache lines the next appends will write (the oldest bytes
  * the cache holds, cold by then: their reads for ownership stalled each
- * append's copy, a sixth of the decoder's time on 1,460-byte payloads),
+ * append's copy, a quarter of the decoder's time on 1,460-byte payloads),
  * CACHE_PREFETCH_AHEAD bytes ahead, each line once, so that they arrive
  * while the thread does other work. */
 static void
