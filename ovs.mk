@@ -236,7 +236,9 @@ endif
 # (scripts/bench-services-switch.sh --check): every frame the fec pair
 # delivers is one of the input's, lost frames are rebuilt, parity comes
 # from the services' mbuf pool, and the re pair across two bridges gives
-# back the input byte for byte and in order; then drop-mode gpu_ids
+# back the input byte for byte and in order, as re_decode alone does
+# replaying what re_encode made (taking up the link again each pass and
+# mid-pass); then drop-mode gpu_ids
 # holding DPDK's mbufs, on a switch that alternates it with no service
 # (--alternate), drops exactly what it matched, and alert-mode gpu_ids,
 # the trace sent once, scans every frame and matches exactly the packets
@@ -253,7 +255,8 @@ if HAVE_DPDK
 		$(SHELL) -c '$(srcdir)/scripts/bench-services-switch.sh --check \
 		--rules data/snort-community/community.rules \
 		--text data/snort-community/community.rules \
-		--services "fec re" --backends cpu --seconds 1 --count 3000 \
+		--services "fec re re-dec" --backends cpu --seconds 1 \
+		--count 3000 \
 		&& $(srcdir)/scripts/bench-services-switch.sh --check \
 		--rules data/snort-community/community.rules \
 		--services "ids-drop ids-alert" --alternate 1 --backends cpu \

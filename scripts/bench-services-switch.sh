@@ -8,7 +8,7 @@
 #
 #   bench-services-switch.sh --rules FILE --text FILE
 #                            [--services "ids-alert ids-drop re fec index
-#                                         re-enc fec-enc fec-dec"]
+#                                         re-enc fec-enc fec-dec re-dec"]
 #                            [--backends "cuda cpu"] [--pmds "1 2 4"]
 #                            [--frames internet|BYTES] [--seconds S]
 #                            [--count N] [--repeat R | --alternate N]
@@ -51,7 +51,7 @@
 #              corruption check: for another second p1's traffic goes to
 #              a pcap port instead and every frame delivered must be one
 #              of the input's, byte for byte.
-#   re-enc, fec-enc, fec-dec
+#   re-enc, fec-enc, fec-dec, re-dec
 #              one end of a pair alone, as the switch at one end of a
 #              link runs it (the pairs above run both ends on one PMD, so
 #              their "vs none" is two services' work against forwarding):
@@ -60,7 +60,15 @@
 #              fec_encode coded it (made once by the switch, data and
 #              parity frames; the 1 ms timeout lets the replay's group
 #              ids, which repeat every pass, start new groups), with the
-#              same 1% loss and corruption check as fec.  Not in the
+#              same 1% loss and corruption check as fec;
+#              re_decode(peer=a,cache=64M) replaying the trace as
+#              re_encode coded it (made once by the switch on the CPU
+#              backend: each pass starts with the encoder's first shim,
+#              which starts its epoch, so the decoder starts again with
+#              it), with the bytes the link saved, the undecodable
+#              frames and the corruption check (every frame delivered one
+#              of the input's, byte for byte: decoded or passed).  The
+#              decoder runs on the CPU whatever the backend.  Not in the
 #              default list.
 #   index      gpu_index(store=bench): records kept and lost (ring
 #              full), records kept per second (from the flows' insertion
@@ -325,6 +333,7 @@ re_decode(peer=a$2,cache=64M),output:p1" ;;
 $BENCH_FEC_LAUNCH}),fec_decode(${BENCH_FEC_DEC:-}),output:p1" ;;
         re-enc) echo "re_encode(peer=b$2,cache=64M$(re_encoder)),output:p1"
             ;;
+        re-dec) echo "re_decode(peer=a$2,cache=64M),output:p1" ;;
         fec-enc) echo "fec_encode(k=10,m=4${BENCH_FEC_LAUNCH:+,launch=\
 $BENCH_FEC_LAUNCH}),output:p1" ;;
         fec-dec) echo "fec_decode(group_timeout=1000${BENCH_FEC_DEC:+,\
@@ -369,6 +378,20 @@ checks() {
                 /errors/ { e += $4 }
                 END { printf "saved %.1f%% undecodable %d errors %d",
                       i ? 100 * (i - o) / i : 0, u, e }' | tr -d ,
+            ;;
+        re-dec)
+            # The decoder's bytes in are the link's, its bytes out the
+            # original payloads'.
+            s=$(ovs-appctl gpu-re/show)
+            echo "$s" | awk '
+                /^  packets:/ { sh += substr($3, 2) }
+                /bytes in:/ { i += $3; o += $6 }
+                /undecodable/ { u += $3 }
+                /epochs:/ { ep += $NF }
+                /errors/ { e += $4 }
+                END { printf "shims %d saved %.1f%% undecodable %d " \
+                      "errors %d epochs %d", sh,
+                      o ? 100 * (o - i) / o : 0, u, e, ep }' | tr -d ,
             ;;
         fec|fec-*)
             s=$(ovs-appctl gpu-fec/show)
@@ -464,6 +487,20 @@ check_row() {
         re|re-enc)
             echo "$3" | grep -q 'undecodable 0 errors 0' \
                 || why="re undecodable frames or errors" ;;
+        re-dec)
+            # A decoder that takes up the link mid-pass (each turn of the
+            # flow, the corruption check's) cannot decode references to
+            # what it did not see until the next pass's first shim starts
+            # the epoch again: at most a pass's shims each time.
+            local u limit=$(( (ALTERNATE + REPEAT + 2) * RE_CODED_SHIMS ))
+            u=$(echo "$3" | sed -n 's/.* undecodable \([0-9]*\) .*/\1/p')
+            test "${u:-x}" -le $limit 2>/dev/null \
+                || why="undecodable frames ($u) past the $limit the turns of \
+the flow explain"
+            echo "$3" | grep -q ' errors 0 ' || why="$why, re errors"
+            echo "$3" | grep -q '^shims [1-9]' || why="$why, no shim decoded"
+            echo "$3" | grep -q 'corrupt 0 of [1-9]' \
+                || why="$why, corrupt frames or none delivered" ;;
         re-bridges)
             echo "$3" | grep -q ': MISMATCH' \
                 && why="frames out are not the input's" ;;
@@ -612,9 +649,29 @@ make_fec_coded() {
     mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-fec-coded.log"
 }
 
+# make_re_coded: $RUN/re-coded.pcap, the text trace sent once through
+# re_encode (on the CPU backend) as the link would carry it, the re-dec
+# rows' source; made once.  The encoder's first shim starts its epoch
+# (and raw frames before it are outside any), so every pass of the
+# replay starts the decoder again where the encoder started.
+RE_IPPROTO=253      # GPU_RE_IPPROTO: the shims' IP protocol.
+make_re_coded() {
+    test -s "$RUN/re-coded.pcap" && return 0
+    SINK_DEVARGS="net_pcap9,tx_pcap=$RUN/re-coded.pcap" \
+        N_PORTS=1 start_switch - gpu-device=cpu
+    ovs-ofctl del-flows br0
+    ovs-ofctl add-flow br0 "in_port=10,actions=$(actions re-enc 0)"
+    send_once br0 "$RUN/text.pcap"
+    stop_switch
+    mv "$RUN/ovs-vswitchd.log" "$RUN/ovs-vswitchd-re-coded.log"
+    RE_CODED_SHIMS=$("$SRC/scripts/pcap-count.py" --proto $RE_IPPROTO \
+                     "$RUN/re-coded.pcap")
+}
+
 # fec_corruption PCAP: sends p1's traffic to a pcap port for a second
 # and prints how many of the frames delivered are not, byte for byte, a
-# frame of PCAP (the input): what a wrong rebuild would deliver.
+# frame of PCAP (the input): what a wrong rebuild (fec) or a wrong
+# decoding (re-dec) would deliver.
 fec_corruption() {
     local out=$RUN/fec-out.pcap
     rm -f "$out"
@@ -763,7 +820,8 @@ row_checks() {
     if test $1 = index && test $2 != none; then
         chk="$chk; $(query_time)"
     fi
-    case $1,$2 in fec,none|fec-dec,none) ;; fec,*|fec-dec,*)
+    case $1,$2 in fec,none|fec-dec,none|re-dec,none) ;;
+        fec,*|fec-dec,*|re-dec,*)
         # Every frame delivered must be one of the original trace's.
         chk="$chk; $(fec_corruption "$RUN/text.pcap")" ;;
     esac
@@ -777,7 +835,7 @@ row_profile() {
     # While the traffic flows: perf does not stop the switch.
     if test $2 != none; then
         case $1 in
-            fec*|index) add_flows $1; sleep 1 ;;
+            fec*|index|re-dec) add_flows $1; sleep 1 ;;
         esac
     fi
     {
@@ -894,6 +952,7 @@ for service in $SERVICES; do
     case $service in
         ids-*) pcap=$RUN/ids.pcap ;;
         fec-dec) make_fec_coded; pcap=$RUN/fec-coded.pcap ;;
+        re-dec) make_re_coded; pcap=$RUN/re-coded.pcap ;;
         *) pcap=$RUN/text.pcap ;;
     esac
     mean=$(mean_frame "$pcap")
