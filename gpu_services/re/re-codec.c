@@ -50,7 +50,10 @@ struct re_cache {
     uint8_t *ring;
     uint64_t size;
     uint64_t pos;               /* Stream position of the next byte. */
-    uint64_t prefetched;        /* cache_prefetch_append() asked up to. */
+    uint64_t prefetched;        /* cache_prefetch_append() asked for the
+                                 * lines before this position (a line's
+                                 * start)... */
+    uint64_t prefetched_at;     /* ...whose offset in 'ring' is this. */
 };
 
 static uint64_t
@@ -100,17 +103,23 @@ cache_prefetch_append(struct re_cache *c)
 {
     uint64_t end = c->pos + CACHE_PREFETCH_AHEAD;
     uint64_t q = c->prefetched;
-    uint64_t at;
+    uint64_t at = c->prefetched_at;
 
-    if (q < c->pos || q > end) {
-        q = c->pos;             /* A new epoch, or a jump past a gap. */
+    if (q + 64 <= c->pos || q > end) {
+        /* A new epoch, or a jump past a gap: the ring's offset by a
+         * division here, rather than one every call. */
+        q = c->pos & ~(uint64_t) 63;
+        at = q % c->size;
     }
-    q &= ~(uint64_t) 63;
-    for (at = q % c->size; q < end; q += 64) {
+    for (; q < end; q += 64) {
         __builtin_prefetch(c->ring + at, 1, 3);
-        at = at + 64 < c->size ? at + 64 : 0;
+        at += 64;
+        if (at >= c->size) {
+            at -= c->size;
+        }
     }
-    c->prefetched = end;
+    c->prefetched = q;
+    c->prefetched_at = at;
 }
 
 /* Copies cached bytes [q, q + n) to 'out'; the caller checked the
@@ -266,7 +275,7 @@ cache_init(struct re_cache *c, uint64_t size)
     c->ring = alloc_prefaulted(size, 64);
     c->size = size;
     c->pos = 0;
-    c->prefetched = 0;
+    c->prefetched = c->prefetched_at = 0;
     return c->ring ? GPU_OK : GPU_ERR_NOMEM;
 }
 
