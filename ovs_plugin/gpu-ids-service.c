@@ -644,6 +644,8 @@ struct ids_gather {
     bool null_scan;             /* Started with "ids-null-scan": no device
                                  * call to poll or wait for. */
     size_t n;
+    size_t prefetched;              /* Bytes of 'data' asked for so far
+                                     * (ids_gather_prefetch()). */
     uint64_t n_payload_bytes;       /* Of the packets parsed here. */
     size_t n_dropping;              /* Packets of held batches (drop
                                      * mode's, or alert mode's held). */
@@ -1091,6 +1093,26 @@ ids_gather_due(const struct ids_gather *g, bool idle)
  * 'h' NULL, else as the held batch 'h', which this puts in the thread's
  * FIFO.  Returns false if it could not, and the caller scans 'b' at
  * once. */
+/* How far past its end a gather's buffer is asked for. */
+#define IDS_GATHER_PREFETCH (32u << 10)
+
+/* Asks for the lines of 'g''s buffer that the next batches will be
+ * copied into, IDS_GATHER_PREFETCH bytes past 'end' (its end now), each
+ * line once: the buffer is megabytes, last written a few gathers ago and
+ * read by the device since, so its lines are out of the caches and each
+ * copy into them stalled on their reads for ownership. */
+static void
+ids_gather_prefetch(struct ids_gather *g, size_t end)
+{
+    size_t from = MAX(g->prefetched, end) & ~(size_t) 63;
+    size_t to = MIN(end + IDS_GATHER_PREFETCH, IDS_GATHER_BYTES);
+
+    for (; from < to; from += 64) {
+        __builtin_prefetch(g->data + from, 1, 3);
+    }
+    g->prefetched = MAX(g->prefetched, to);
+}
+
 static bool
 ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
            struct gpu_service_batch *b, const struct gpu_ids_pkt_hdr *hdrs,
@@ -1110,6 +1132,7 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->first_us = time_usec();
         g->offsets[0] = 0;
         g->gen = ++gt->gen;
+        g->prefetched = 0;
     }
     if (h) {
         if (!g->n_dropping) {
@@ -1129,6 +1152,7 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
     } else {
         gpu_service_batch_stage(b, g->data + g->offsets[g->n]);
         memset(g->srcs + g->n, 0, b->n * sizeof g->srcs[0]);
+        ids_gather_prefetch(g, g->offsets[g->n] + b->offsets[b->n]);
     }
     for (size_t i = 0; i < b->n; i++) {
         g->offsets[g->n + i + 1] = g->offsets[g->n] + b->offsets[i + 1];
