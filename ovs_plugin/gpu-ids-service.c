@@ -1089,10 +1089,6 @@ ids_gather_due(const struct ids_gather *g, bool idle)
                    >= MIN(g->r->hold_us, gpu_services_get_max_hold_us())));
 }
 
-/* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with
- * 'h' NULL, else as the held batch 'h', which this puts in the thread's
- * FIFO.  Returns false if it could not, and the caller scans 'b' at
- * once. */
 /* How far past its end a gather's buffer is asked for. */
 #define IDS_GATHER_PREFETCH (32u << 10)
 
@@ -1113,6 +1109,10 @@ ids_gather_prefetch(struct ids_gather *g, size_t end)
     g->prefetched = MAX(g->prefetched, to);
 }
 
+/* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with
+ * 'h' NULL, else as the held batch 'h', which this puts in the thread's
+ * FIFO.  Returns false if it could not, and the caller scans 'b' at
+ * once. */
 static bool
 ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
            struct gpu_service_batch *b, const struct gpu_ids_pkt_hdr *hdrs,
