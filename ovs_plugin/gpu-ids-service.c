@@ -1106,7 +1106,7 @@ ids_gather_prefetch(struct ids_gather *g, size_t end)
     for (; from < to; from += 64) {
         __builtin_prefetch(g->data + from, 1, 3);
     }
-    g->prefetched = MAX(g->prefetched, to);
+    g->prefetched = to;         /* 'end' only grows within a gather. */
 }
 
 /* Gathers 'b' for 'r' in the thread's gatherer 'gt': in alert mode with

@@ -69,14 +69,10 @@ cache_low(const struct re_cache *c)
     return c->pos - cache_fill(c);
 }
 
+/* Writes 'n' bytes (at most the cache's size) at stream position 'q'. */
 static void
-cache_append(struct re_cache *c, const uint8_t *p, size_t n)
+cache_write(struct re_cache *c, uint64_t q, const uint8_t *p, size_t n)
 {
-    size_t skip = n > c->size ? n - c->size : 0;
-    uint64_t q = c->pos + skip;
-
-    p += skip;
-    n -= skip;
     while (n) {
         size_t at = q % c->size;
         size_t k = c->size - at < n ? c->size - at : n;
@@ -86,7 +82,6 @@ cache_append(struct re_cache *c, const uint8_t *p, size_t n)
         q += k;
         n -= k;
     }
-    c->pos = q;
 }
 
 /* How far ahead of the appends cache_prefetch_append() keeps asking: an
@@ -120,6 +115,18 @@ cache_prefetch_append(struct re_cache *c)
     }
     c->prefetched = q;
     c->prefetched_at = at;
+}
+
+/* Appends 'n' bytes to the stream, and asks for the lines the next
+ * appends will write. */
+static void
+cache_append(struct re_cache *c, const uint8_t *p, size_t n)
+{
+    size_t skip = n > c->size ? n - c->size : 0;
+
+    cache_write(c, c->pos + skip, p + skip, n - skip);
+    c->pos += n;
+    cache_prefetch_append(c);
 }
 
 /* Copies cached bytes [q, q + n) to 'out'; the caller checked the
@@ -911,7 +918,6 @@ encode(struct gpu_re_encoder *e, const uint8_t *p, size_t len,
         }
     }
     cache_append(&e->cache, p, len);
-    cache_prefetch_append(&e->cache);
     e->stats.cache_fill = cache_fill(&e->cache);
     if (!ok) {
         return GPU_RE_RAW;
@@ -1189,10 +1195,7 @@ dec_fill(struct gpu_re_decoder *d, uint64_t q, const uint8_t *p, size_t n)
         struct gap g = d->gaps[i];
 
         if (g.lo <= q && q + n <= g.hi) {
-            struct re_cache c = d->cache;
-
-            c.pos = q;
-            cache_append(&c, p, n);
+            cache_write(&d->cache, q, p, n);
             if (q + n < g.hi) {
                 d->gaps[i].lo = q + n;
                 if (q > g.lo) {
@@ -1221,7 +1224,6 @@ gpu_re_decoder_observe(struct gpu_re_decoder *d, const uint8_t *p,
     d->stats.bytes_out += len;
     if (d->synced) {
         cache_append(&d->cache, p, len);
-        cache_prefetch_append(&d->cache);
     }
 }
 
@@ -1231,6 +1233,41 @@ refuse(struct gpu_re_decoder *d, bool malformed)
     d->stats.undecodable++;
     d->stats.malformed += malformed;
     return GPU_RE_UNDECODABLE;
+}
+
+/* One element of a shim's body: a literal of 'n' bytes at body + 'lit'
+ * or a reference to the 'n' bytes 'dist' before the shim's position. */
+struct shim_elem {
+    bool is_ref;
+    uint32_t n;
+    uint32_t dist;              /* A reference's. */
+    size_t lit;                 /* A literal's offset in the body. */
+};
+
+/* Reads the element of 'body' at '*i' into 'e' and steps '*i' past it;
+ * false if it is malformed (an unknown tag, a bad varint, an empty
+ * element, a literal past the body's end, a reference longer than its
+ * distance: the wire format's rules, docs/RE-NOTES.md). */
+static bool
+shim_next_elem(const uint8_t *body, size_t body_len, size_t *i,
+               struct shim_elem *e)
+{
+    uint8_t tag = body[(*i)++];
+
+    e->is_ref = tag == 1;
+    if (tag == 0) {
+        if (!get_varint(body, body_len, i, &e->n) || !e->n
+            || e->n > body_len - *i) {
+            return false;
+        }
+        e->lit = *i;
+        *i += e->n;
+        return true;
+    }
+    return (tag == 1
+            && get_varint(body, body_len, i, &e->dist)
+            && get_varint(body, body_len, i, &e->n)
+            && e->n && e->n <= e->dist);
 }
 
 /* How many of a shim's references, and how many bytes of each,
@@ -1249,36 +1286,21 @@ static void
 dec_prefetch_refs(const struct gpu_re_decoder *d, uint64_t P,
                   const uint8_t *body, size_t body_len)
 {
+    struct shim_elem e;
     size_t i = 0;
     int n_refs = 0;
 
-    while (i < body_len && n_refs < DEC_PREFETCH_REFS) {
-        uint8_t tag = body[i++];
-        uint32_t n, dist;
+    while (i < body_len && n_refs < DEC_PREFETCH_REFS
+           && shim_next_elem(body, body_len, &i, &e)) {
+        if (e.is_ref && e.dist <= P) {
+            uint64_t at = (P - e.dist) % d->cache.size;
 
-        if (tag == 0) {
-            if (!get_varint(body, body_len, &i, &n) || n > body_len - i) {
-                return;
+            for (uint32_t k = 0; k < e.n && k < DEC_PREFETCH_REF_BYTES;
+                 k += 64) {
+                __builtin_prefetch(d->cache.ring + at, 0, 3);
+                at = at + 64 < d->cache.size ? at + 64 : 0;
             }
-            i += n;
-        } else if (tag == 1) {
-            if (!get_varint(body, body_len, &i, &dist)
-                || !get_varint(body, body_len, &i, &n)) {
-                return;
-            }
-            if (dist <= P) {
-                uint64_t at = (P - dist) % d->cache.size;
-
-                for (uint64_t k = 0; k < (uint64_t) n + 63
-                                     && k < DEC_PREFETCH_REF_BYTES;
-                     k += 64) {
-                    __builtin_prefetch(d->cache.ring + at, 0, 3);
-                    at = at + 64 < d->cache.size ? at + 64 : 0;
-                }
-                n_refs++;
-            }
-        } else {
-            return;
+            n_refs++;
         }
     }
 }
@@ -1324,22 +1346,18 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
     /* Expand; a reference outside the trusted cache makes the payload
      * undecodable, but the body is still checked to the end. */
     while (i < body_len) {
-        uint8_t tag = body[i++];
-        uint32_t n, dist;
+        struct shim_elem e;
 
-        if (tag == 0) {
-            if (!get_varint(body, body_len, &i, &n) || !n
-                || n > body_len - i || n > h->orig_len - o) {
-                return refuse(d, true);
-            }
-            memcpy(out + o, body + i, n);
-            i += n;
-        } else if (tag == 1) {
-            if (!get_varint(body, body_len, &i, &dist)
-                || !get_varint(body, body_len, &i, &n)
-                || !n || n > dist || n > h->orig_len - o) {
-                return refuse(d, true);
-            }
+        if (!shim_next_elem(body, body_len, &i, &e)
+            || e.n > h->orig_len - o) {
+            return refuse(d, true);
+        }
+
+        uint32_t n = e.n, dist = e.dist;
+
+        if (!e.is_ref) {
+            memcpy(out + o, body + e.lit, n);
+        } else {
             if (dist > P || !dec_valid(d, P - dist, n)) {
                 /* Unknown bytes; the literals around them are still
                  * good to cache. */
@@ -1360,8 +1378,6 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
             }
             hits++;
             hit_bytes += n;
-        } else {
-            return refuse(d, true);
         }
         o += n;
     }
@@ -1390,7 +1406,6 @@ decode(struct gpu_re_decoder *d, const struct shim_hdr *h,
          * it was, so we stay in step past it. */
         d->cache.pos = P;
         cache_append(&d->cache, out, o);
-        cache_prefetch_append(&d->cache);
         if (all_unknown) {
             gap_add(d, P, P + o);
         } else {
