@@ -73,6 +73,21 @@ VLOG_DEFINE_THIS_MODULE(gpu_ids_service);
 #define IDS_IN_FLIGHT_DEFAULT 3
 #define IDS_HOLD_US_DEFAULT 25
 
+/* A gather's buffer of frames or payloads (see struct ids_gather), and the
+ * least of its bytes ",gather-kb=N" may have alert mode scan. */
+#define IDS_GATHER_BYTES (4u << 20)
+#define IDS_GATHER_KB_MIN 16
+
+/* Alert mode's default gather-kb.  Its copies into gathers bounded only
+ * by IDS_GATHER_PACKETS or IDS_GATHER_MAX_MS (~2 MB), four in turn,
+ * streamed megabytes through one core's caches.  Scanned at 512 kB (the
+ * four within its 2 MB of L2) the PMD's side of alert mode (nothing
+ * scanned) cost 33-35 ns a packet locally against 45-51; on the H200 one
+ * PMD thread paid 123 ns a packet against 139 (medians of eight and nine
+ * runs, within their spread), with ~1,000 frames a scan rather than
+ * ~3,700 (docs/PERFORMANCE.md, thirty-fourth session). */
+#define IDS_GATHER_KB_DEFAULT 512
+
 /* A loaded ruleset, as the PMD threads see it. */
 struct ids_ruleset {
     struct cmap_node node;      /* In 'rulesets', by hash of 'name'. */
@@ -91,6 +106,12 @@ struct ids_ruleset {
                                  * GPU_SERVICE_HOLD_US_MAX;
                                  * IDS_HOLD_US_DEFAULT), and at most
                                  * gpu-max-hold-us. */
+    unsigned int gather_kb;     /* ",gather-kb=N": alert mode's gathers
+                                 * are scanned once they hold N kB of
+                                 * frames, if a scan's room is free
+                                 * (IDS_GATHER_KB_MIN to the buffer's
+                                 * IDS_GATHER_BYTES;
+                                 * IDS_GATHER_KB_DEFAULT). */
     bool device_launch;         /* ",launch=device", the default: on
                                  * CUDA a scheduler kernel launches each
                                  * scan, the PMD rings a doorbell. */
@@ -180,7 +201,7 @@ ids_ruleset_unref(struct ids_ruleset *r)
 }
 
 /* Parses "PATH[,partial][,commented][,launch=host|device][,in-flight=N]
- * [,hold-us=N]" into 'r'. */
+ * [,hold-us=N][,gather-kb=N]" into 'r'. */
 static char *
 ids_parse_config(const char *value, struct ids_ruleset *r)
 {
@@ -193,7 +214,8 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
         error = xasprintf("\"%s\": expected an absolute path to a rule "
                           "file, then optionally \",partial\", "
                           "\",commented\", \",launch=host|device\", "
-                          "\",in-flight=N\" and \",hold-us=N\"",
+                          "\",in-flight=N\", \",hold-us=N\" and "
+                          "\",gather-kb=N\"",
                           value);
         goto out;
     }
@@ -211,6 +233,19 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
         }
         char *eq = strchr(item, '=');
 
+        if (eq && !strncmp(item, "gather-kb=", 10)) {
+            unsigned int kb;
+
+            if (!str_to_uint(eq + 1, 10, &kb) || kb < IDS_GATHER_KB_MIN
+                || kb > IDS_GATHER_BYTES / 1024) {
+                error = xasprintf("\"%s\": gather-kb must be %u to %u, "
+                                  "not \"%s\"", value, IDS_GATHER_KB_MIN,
+                                  IDS_GATHER_BYTES / 1024, eq + 1);
+                goto out;
+            }
+            r->gather_kb = kb;
+            continue;
+        }
         if (eq) {
             char *key = xmemdup0(item, eq - item);
             char *option_error;
@@ -240,7 +275,7 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
                 && strcmp(item, "commented"))) {
             error = xasprintf("\"%s\": unknown option \"%s\" (known: "
                               "partial, commented, launch, in-flight, "
-                              "hold-us)",
+                              "hold-us, gather-kb)",
                               value, item);
             goto out;
         }
@@ -273,6 +308,7 @@ ids_ruleset_load(const char *name, const char *value, char **errorp)
     r->device_launch = true;
     r->in_flight = IDS_IN_FLIGHT_DEFAULT;
     r->hold_us = IDS_HOLD_US_DEFAULT;
+    r->gather_kb = IDS_GATHER_KB_DEFAULT;
     *errorp = ids_parse_config(value, r);
     if (*errorp) {
         ids_ruleset_destroy(r);
@@ -565,16 +601,18 @@ ids_account(struct ids_ruleset *r, size_t n,
 }
 
 /* Each thread gathers the payloads of many datapath batches and scans
- * them in one call while the next ones gather.  The GPU needs thousands
- * of packets per call to pay for its round trip (about 250 us for a
- * 32-packet batch on the H100, against ~1 ms for 4,096 packets); the CPU
- * backend loses nothing by it.
+ * them in one call while the next ones gather.  The GPU needs hundreds
+ * of packets per call to pay for its round trip (70-110 us for 32 to
+ * 1,024 packets on the H200); the CPU backend loses nothing by it.
  *
  * Alert mode does not need a packet's verdict before the packet goes on:
  * alerts are logged and counted when the scan completes, at most about
  * IDS_GATHER_MAX_MS after the packet went on (the PMD loop's timer hook
  * submits what is gathered when it is that old, also when traffic
- * stops).
+ * stops).  A gather holding the ruleset's gather-kb of frames is
+ * submitted once fewer than its in-flight scans are out, so that the
+ * buffers the copies write stay in the thread's caches; one that cannot
+ * be yet goes on gathering.
  *
  * Drop mode does: it holds each datapath batch (struct ids_held, in the
  * thread's FIFO, with a copy of the actions that follow gpu_ids and of
@@ -583,8 +621,8 @@ ids_account(struct ids_ruleset *r, size_t n,
  * matching packets and sends the rest on along the saved actions, oldest
  * batch first, so packets keep their order.  A gather with held packets
  * is submitted as soon as fewer than the ruleset's in-flight scans
- * (default 1) are out and its oldest packet waited the ruleset's hold-us
- * (default 100, at most gpu-max-hold-us), or the thread received nothing
+ * (IDS_IN_FLIGHT_DEFAULT) are out and its oldest packet waited the
+ * ruleset's hold-us (IDS_HOLD_US_DEFAULT, at most gpu-max-hold-us), or the thread received nothing
  * (no more packets to gather with), or it is nearly full; so with one
  * scan in flight a held packet waits at most about hold-us plus two
  * scans, and with more, about hold-us plus one if the device runs them
@@ -595,7 +633,6 @@ ids_account(struct ids_ruleset *r, size_t n,
  * first sends on everything the thread holds, waiting for it, then is
  * scanned at once, and is counted. */
 #define IDS_GATHER_PACKETS 4096
-#define IDS_GATHER_BYTES (4u << 20)
 #define IDS_GATHER_MAX_MS 2
 
 /* A datapath batch held in drop mode until its verdicts are in. */
@@ -1089,6 +1126,17 @@ ids_gather_due(const struct ids_gather *g, bool idle)
                    >= MIN(g->r->hold_us, gpu_services_get_max_hold_us())));
 }
 
+/* True if alert-mode gather 'g' holds its ruleset's gather-kb of frames:
+ * it is then scanned once a scan's room is free, never waited for (the
+ * thread goes on filling it up to ids_gather_due()).  Smaller gathers
+ * keep the buffers their copies write in the thread's caches. */
+static bool
+ids_gather_enough(const struct ids_gather *g)
+{
+    return (g->n && !g->n_dropping
+            && g->offsets[g->n] >= (size_t) g->r->gather_kb * 1024);
+}
+
 /* How far past its end a gather's buffer is asked for. */
 #define IDS_GATHER_PREFETCH (32u << 10)
 
@@ -1178,8 +1226,8 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         g->n_payload_bytes += b->n_bytes;
     }
     if (ids_gather_due(g, false)
-        && (!g->n_dropping
-            || gpu_service_gathers_room(&gt->gathers))) {
+        ? (!g->n_dropping || gpu_service_gathers_room(&gt->gathers))
+        : (ids_gather_enough(g) && gpu_service_gathers_room(&gt->gathers))) {
         /* Held packets wait for a scan out to complete, when the
          * ruleset's in-flight are, rather than make the thread wait,
          * unless the gather is full. */
@@ -1204,7 +1252,8 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
          * device. */
         if (gpu_service_gathers_room(&gt->gathers)
             && g->n
-            && time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000) {
+            && (ids_gather_enough(g)
+                || time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000)) {
             gpu_service_gathers_submit(&gt->gathers);
         }
     }
@@ -1499,10 +1548,11 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
                   r->commented ? " (commented rules too)" : "");
     /* The hold that applies: gpu-max-hold-us bounds every service's. */
     unsigned int max_hold_us = gpu_services_get_max_hold_us();
-    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u, hold-us=%u",
+    ds_put_format(s, "  backend: %s (launch=%s, in-flight=%u, "
+                  "gather-kb=%u, hold-us=%u",
                   gpu_ids_backend_name(ms.backend),
                   r->device_launch ? "device" : "host", r->in_flight,
-                  r->hold_us);
+                  r->gather_kb, r->hold_us);
     if (max_hold_us < r->hold_us) {
         ds_put_format(s, ", %u by gpu-max-hold-us", max_hold_us);
     }
@@ -1547,6 +1597,12 @@ ids_format_ruleset(struct ds *s, struct ids_ruleset *r)
     ds_put_format(s, "  scans in flight: up to %u at once (in-flight=%u), "
                   "%u in all threads\n", most_in_ring, r->in_flight,
                   most_out);
+    if (ms.n_batches) {
+        ds_put_format(s, "  scans: %"PRIu64", %.0f packets and %.1f kB each "
+                      "on average\n", ms.n_batches,
+                      (double) ms.n_packets / ms.n_batches,
+                      ms.n_bytes / 1024.0 / ms.n_batches);
+    }
     ds_put_format(s, "  parsed: %"PRIu64" packets by the matcher, %"PRIu64
                   " by the datapath thread\n", read_counter(&r->n_frames),
                   read_counter(&r->n_parsed));

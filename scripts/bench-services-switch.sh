@@ -187,7 +187,8 @@
 # gpu_ids rows' ruleset options in-flight= (scans out at once, the PMD
 # threads together, each one at least; 1 to 3, default 3) and hold-us=
 # (how soon each gather of held packets starts, default 25 us, at most
-# gpu-max-hold-us).
+# gpu-max-hold-us).  BENCH_IDS_GATHER_KB=N: gather-kb= (alert mode's
+# gathers are scanned at N kB of frames; 16 to 4096, default 512).
 #
 # BENCH_RE_IN_FLIGHT=N and BENCH_RE_HOLD_US=N in the environment:
 # re_encode's options in-flight= (chunking calls out at once, the PMD
@@ -770,6 +771,9 @@ start_row() {
             fi
             if test -n "${BENCH_IDS_IN_FLIGHT:-}"; then
                 settings="$settings,in-flight=$BENCH_IDS_IN_FLIGHT"
+            fi
+            if test -n "${BENCH_IDS_GATHER_KB:-}"; then
+                settings="$settings,gather-kb=$BENCH_IDS_GATHER_KB"
             fi
             if test -n "${BENCH_IDS_HOLD_US:-}"; then
                 settings="$settings,hold-us=$BENCH_IDS_HOLD_US"
