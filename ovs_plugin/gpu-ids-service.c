@@ -622,16 +622,16 @@ ids_account(struct ids_ruleset *r, size_t n,
  * batch first, so packets keep their order.  A gather with held packets
  * is submitted as soon as fewer than the ruleset's in-flight scans
  * (IDS_IN_FLIGHT_DEFAULT) are out and its oldest packet waited the
- * ruleset's hold-us (IDS_HOLD_US_DEFAULT, at most gpu-max-hold-us), or the thread received nothing
- * (no more packets to gather with), or it is nearly full; so with one
- * scan in flight a held packet waits at most about hold-us plus two
- * scans, and with more, about hold-us plus one if the device runs them
- * side by side (its launch does).  The PMD thread waits for the device
- * only when every gather is full, or when it reloads or exits.  A batch
- * that cannot be held (the caller keeps its packets, or gpu_ids is nested
- * in clone or sample, where the datapath does not say what follows)
- * first sends on everything the thread holds, waiting for it, then is
- * scanned at once, and is counted. */
+ * ruleset's hold-us (IDS_HOLD_US_DEFAULT, at most gpu-max-hold-us), or
+ * the thread received nothing (no more packets to gather with), or it
+ * is nearly full; so with one scan in flight a held packet waits at most
+ * about hold-us plus two scans, and with more, about hold-us plus one if
+ * the device runs them side by side (its launch does).  The PMD thread
+ * waits for the device only when every gather is full, or when it
+ * reloads or exits.  A batch that cannot be held (the caller keeps its
+ * packets, or gpu_ids is nested in clone or sample, where the datapath
+ * does not say what follows) first sends on everything the thread holds,
+ * waiting for it, then is scanned at once, and is counted. */
 #define IDS_GATHER_PACKETS 4096
 #define IDS_GATHER_MAX_MS 2
 
