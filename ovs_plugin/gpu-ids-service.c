@@ -233,7 +233,7 @@ ids_parse_config(const char *value, struct ids_ruleset *r)
         }
         char *eq = strchr(item, '=');
 
-        if (eq && !strncmp(item, "gather-kb=", 10)) {
+        if (!strncmp(item, "gather-kb=", 10)) {
             unsigned int kb;
 
             if (!str_to_uint(eq + 1, 10, &kb) || kb < IDS_GATHER_KB_MIN
@@ -1230,7 +1230,8 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
         : (ids_gather_enough(g) && gpu_service_gathers_room(&gt->gathers))) {
         /* Held packets wait for a scan out to complete, when the
          * ruleset's in-flight are, rather than make the thread wait,
-         * unless the gather is full. */
+         * unless the gather is full; so does an alert-mode gather that
+         * only holds its gather-kb. */
         gpu_service_gathers_submit(&gt->gathers);
     }
     return true;
