@@ -71,5 +71,6 @@ check-dpcls-peer: bench/classifier-bench-ovs
 # Standalone (nvcc only): what CUDA runtime calls cost the calling thread.
 EXTRA_DIST += bench/cuda-bench-gather.cuh bench/cuda-call-cost.cu \
 	bench/cuda-device-launch.cu \
+	bench/cuda-rewrite-after-read.cu \
 	bench/cuda-submit-designs.cu \
 	bench/cuda-zero-copy.cu
