@@ -156,6 +156,16 @@ gpu_thread_counter_read(const struct gpu_thread_counter *c)
     return value;
 }
 
+/* The time for a service's work, in microseconds (time_usec()).  A
+ * datapath thread's action call or per-iteration poll
+ * (gpu_actions_execute(), gpu_actions_poll()) reads the clock at most
+ * once, when a service it runs first asks, and gives every service the
+ * same reading: a clock read costs ~30 ns on the H200 machine and the
+ * services took about five a batch for their hold limits
+ * (docs/PERFORMANCE.md, thirty-fifth session).  Outside such a call (the
+ * main thread's timers) it reads the clock. */
+long long int gpu_service_now_us(void);
+
 /* The GPU services: gpu-ids-service.c, ... */
 extern const struct gpu_service_impl gpu_ids_service_impl;
 extern const struct gpu_service_impl gpu_re_encode_service_impl;
@@ -448,7 +458,7 @@ struct gpu_service_gathers {
     size_t filling;                 /* Index of the one filling. */
     size_t n_in_flight;             /* The slots before it with calls
                                      * out. */
-    /* When each slot's call started (time_usec()). */
+    /* When each slot's call started (gpu_service_now_us()). */
     long long int submit_us[GPU_SERVICE_GATHERS_MAX];
     /* Shared with other threads' rings, or NULL (set with
      * 'max_in_flight'), and where each slot's call out was counted. */
@@ -561,7 +571,11 @@ struct gpu_service_totals {
     uint64_t n_batches;
     uint64_t n_packets;
     uint64_t n_dropped;
-    uint64_t run_ns;            /* Time spent in the services' run(). */
+    uint64_t run_ns;            /* Time spent in the services, in the
+                                 * n_timed batches timed (one in eight,
+                                 * at random: a time costs two clock
+                                 * reads). */
+    uint64_t n_timed;
 };
 void gpu_service_get_totals(struct gpu_service_totals *);
 

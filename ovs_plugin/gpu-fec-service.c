@@ -804,7 +804,8 @@ fec_may_send(struct fec_inst *inst)
         || inst->batch_thread == ovsthread_id_self()) {
         return true;
     }
-    if (time_usec() - inst->batch_thread_us >= FEC_BATCH_WAIT_MAX_US) {
+    if (gpu_service_now_us() - inst->batch_thread_us
+        >= FEC_BATCH_WAIT_MAX_US) {
         inst->batch_thread = OVSTHREAD_ID_UNSET;
         return true;
     }
@@ -1131,7 +1132,7 @@ fec_call_submit(struct fec_inst *inst)
         inst->max_call_groups = MAX(inst->max_call_groups, call->n_groups);
     }
     call->status = status;
-    call->start_us = time_usec();
+    call->start_us = gpu_service_now_us();
     ovs_list_push_back(&inst->calls, &call->node);
     inst->n_calls++;
     inst->max_calls = MAX(inst->max_calls, inst->n_calls);
@@ -1216,7 +1217,7 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
         }
         call->status = status;
         inst->max_call_us = MAX(inst->max_call_us,
-                                time_usec() - call->start_us);
+                                gpu_service_now_us() - call->start_us);
     }
     if (gpu_service_is_device_error(call->status)) {
         struct gpu_parity *cpu = fec_coder_on_cpu(
@@ -2197,7 +2198,7 @@ fec_execute(const char *args, struct dp_packet_batch *batch,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
     struct fec_inst *inst = fec_inst_find(args, encoder);
-    long long int now = time_usec();
+    long long int now = gpu_service_now_us();
     uint64_t n_gathered;
     struct fec_out out;
     bool gathered;
@@ -2391,7 +2392,7 @@ fec_poll(const struct gpu_service_emitter *emitter,
             continue;
         }
         fec_batch_through(inst);
-        fec_calls_run(inst, NULL, mode, time_usec());
+        fec_calls_run(inst, NULL, mode, gpu_service_now_us());
         retry |= fec_send_pending(inst, emitter);
     }
     if (retry) {

@@ -687,8 +687,8 @@ struct ids_gather {
     size_t n_dropping;              /* Packets of held batches (drop
                                      * mode's, or alert mode's held). */
     /* When its first packet, and its first held packet, came
-     * (time_usec(): one clock read serves both limits, and a read costs
-     * the PMD tens of nanoseconds). */
+     * (gpu_service_now_us(): one clock read serves both limits, and a
+     * read costs the PMD tens of nanoseconds). */
     long long int first_us;
     long long int first_held_us;
     uint64_t gen;                   /* Of its current filling. */
@@ -796,7 +796,7 @@ ids_gather_count(struct ids_gather *g)
         gpu_counter_add(&r->n_held, g->n_held);
         /* The latency drop mode adds, which the ruleset's in-flight and
          * hold-us trade against the PMD's time: an operator's figure. */
-        gpu_counter_add(&r->held_us, time_usec() - g->first_held_us);
+        gpu_counter_add(&r->held_us, gpu_service_now_us() - g->first_held_us);
         gpu_counter_add(&r->n_held_scans, 1);
     }
 }
@@ -1119,7 +1119,7 @@ ids_gather_due(const struct ids_gather *g, bool idle)
         || (g->n_dropping && idle)) {
         return true;
     }
-    now = time_usec();
+    now = gpu_service_now_us();
     return (now - g->first_us >= IDS_GATHER_MAX_MS * 1000
             || (g->n_dropping
                 && now - g->first_held_us
@@ -1177,14 +1177,14 @@ ids_gather(struct ids_gatherer *gt, struct ids_ruleset *r,
     }
     g = gpu_service_gathers_filling(&gt->gathers);
     if (!g->n) {
-        g->first_us = time_usec();
+        g->first_us = gpu_service_now_us();
         g->offsets[0] = 0;
         g->gen = ++gt->gen;
         g->prefetched = 0;
     }
     if (h) {
         if (!g->n_dropping) {
-            g->first_held_us = g->n ? time_usec() : g->first_us;
+            g->first_held_us = g->n ? gpu_service_now_us() : g->first_us;
         }
         h->gen = g->gen;
         h->first = g->n;
@@ -1254,7 +1254,8 @@ ids_timers_run(const struct gpu_service_emitter *emitter OVS_UNUSED)
         if (gpu_service_gathers_room(&gt->gathers)
             && g->n
             && (ids_gather_enough(g)
-                || time_usec() - g->first_us >= IDS_GATHER_MAX_MS * 1000)) {
+                || gpu_service_now_us() - g->first_us
+                   >= IDS_GATHER_MAX_MS * 1000)) {
             gpu_service_gathers_submit(&gt->gathers);
         }
     }

@@ -382,8 +382,8 @@ gpu_show_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   " packets, %"PRIu64" dropped\n", totals.n_batches,
                   totals.n_packets, totals.n_dropped);
     ds_put_format(&s, "  service call latency: %.2f us per batch\n",
-                  totals.n_batches
-                  ? totals.run_ns / 1e3 / totals.n_batches : 0.0);
+                  totals.n_timed
+                  ? totals.run_ns / 1e3 / totals.n_timed : 0.0);
     gpu_service_packets_format(&s);
     ds_put_cstr(&s, "config:\n");
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {

@@ -697,7 +697,7 @@ re_gather_due(const struct re_gather *g, bool idle)
                || g->n > RE_GATHER_PACKETS - NETDEV_MAX_BURST
                || RE_GATHER_BYTES - g->offsets[g->n]
                   < NETDEV_MAX_BURST * RE_MAX_FRAME
-               || time_usec() - g->first_us
+               || gpu_service_now_us() - g->first_us
                   >= MIN(g->gt->p->hold_us,
                          gpu_services_get_max_hold_us()));
 }
@@ -736,7 +736,7 @@ re_gather(struct re_gatherer *gt, struct re_held *h)
         g = gpu_service_gathers_filling(&gt->gathers);
     }
     if (!g->n_batches) {
-        g->first_us = time_usec();
+        g->first_us = gpu_service_now_us();
         g->offsets[0] = 0;
     }
     h->g = g;
