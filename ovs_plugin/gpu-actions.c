@@ -31,10 +31,10 @@
 #include "dpif-netdev.h"
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
-#include "random.h"
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
 #include "packets.h"
+#include "random.h"
 #include "timeval.h"
 #include "unixctl.h"
 #include "util.h"
@@ -168,6 +168,14 @@ gpu_service_now_us(void)
         thread_now_us = now;
     }
     return now;
+}
+
+void
+gpu_service_clock_forget(void)
+{
+    if (thread_now_us) {
+        thread_now_us = CLOCK_UNREAD;
+    }
 }
 
 /* The executor times one batch in this many, picked at random, for
@@ -692,9 +700,14 @@ gathers_complete_oldest(struct gpu_service_gathers *gs, bool wait)
         && gpu_service_call_slowed(gs->ops->target, gs->submit_us[oldest])) {
         return false;
     }
-    status = wait ? gs->ops->wait(g) : gs->ops->poll(g);
-    if (status == GPU_ERR_BUSY && !wait) {
-        return false;
+    if (wait) {
+        status = gs->ops->wait(g);
+        gpu_service_clock_forget();
+    } else {
+        status = gs->ops->poll(g);
+        if (status == GPU_ERR_BUSY) {
+            return false;
+        }
     }
     gs->n_in_flight--;
     if (gs->counted[oldest]) {

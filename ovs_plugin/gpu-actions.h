@@ -165,6 +165,10 @@ gpu_thread_counter_read(const struct gpu_thread_counter *c)
  * (docs/PERFORMANCE.md, thirty-fifth session).  Outside such a call (the
  * main thread's timers) it reads the clock. */
 long long int gpu_service_now_us(void);
+/* Drops the reading of the call this thread is in, after the thread
+ * waited for the device: what the services time next (a call's
+ * duration, how long packets were held) must include the wait. */
+void gpu_service_clock_forget(void);
 
 /* The GPU services: gpu-ids-service.c, ... */
 extern const struct gpu_service_impl gpu_ids_service_impl;

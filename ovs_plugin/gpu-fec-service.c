@@ -1209,11 +1209,16 @@ fec_call_done(struct fec_inst *inst, struct fec_call *call, bool wait,
         return false;
     }
     if (!call->status) {
-        int status = (wait ? gpu_parity_wait(call->batch)
-                      : gpu_parity_poll(call->batch));
+        int status;
 
-        if (status == GPU_ERR_BUSY) {
-            return false;
+        if (wait) {
+            status = gpu_parity_wait(call->batch);
+            gpu_service_clock_forget();
+        } else {
+            status = gpu_parity_poll(call->batch);
+            if (status == GPU_ERR_BUSY) {
+                return false;
+            }
         }
         call->status = status;
         inst->max_call_us = MAX(inst->max_call_us,
