@@ -73,6 +73,8 @@
     fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } \
     } while (0)
 
+/* A slot is an mbuf: its 128-byte header (the first line written by the
+ * receive), DPDK's 128 bytes of headroom, then the frame. */
 enum { STRIDE = 2176, HEADROOM = 128 + 128, MAX_SLOTS = 4096, ROUNDS = 300 };
 
 static double
