@@ -205,6 +205,9 @@ struct gpu_dpcls_stats {
     /* Asynchronous lookups. */
     atomic_uint64_t held_bursts;    /* Bursts answered asynchronously. */
     atomic_uint64_t launches;       /* Classifier calls they made. */
+    atomic_uint64_t bound_launches; /* Of them, calls launched because
+                                     * their first burst had waited
+                                     * gpu-max-hold-us. */
     atomic_uint64_t launch_keys;    /* Keys in those calls. */
     atomic_uint64_t hold_max_ns;
     atomic_uint64_t hold_hist[GPU_DPCLS_HOLD_BUCKETS];
@@ -1123,23 +1126,50 @@ gpu_dpcls_slot_launch(struct gpu_dpcls *gd, struct gpu_dpcls_view *view,
  * small calls would bound the thread's rate. */
 static unsigned int min_gather = 8 * NETDEV_MAX_BURST;
 
-/* Whether the gathering 'slot' should go now: when it is full, when it has
- * enough keys and no more than the policy's calls are in flight, or when
- * its first burst has waited the longest the policy allows. */
-static bool
-gpu_dpcls_slot_should_launch(const struct gpu_dpcls_view *view,
-                             const struct gpu_dpcls_slot *slot,
-                             long long int now)
+/* Why the gathering 'slot' should go now, if it should. */
+enum gpu_dpcls_due {
+    DUE_NOT_YET,
+    DUE_READY,          /* Full, or enough keys while the device has room,
+                         * or no holding at all. */
+    DUE_AT_BOUND,       /* Its first burst waited the longest the policy
+                         * allows. */
+};
+
+static enum gpu_dpcls_due
+gpu_dpcls_slot_due(const struct gpu_dpcls_view *view,
+                   const struct gpu_dpcls_slot *slot, long long int now)
 {
     unsigned int inflight, hold_us;
 
     atomic_read_relaxed(&policy_inflight, &inflight);
     atomic_read_relaxed(&policy_hold_us, &hold_us);
-    return (!hold_us
-            || (view->n_in_flight < inflight && slot->n_keys >= min_gather)
-            || slot->n_tickets == GPU_DPCLS_SLOT_BURSTS
-            || slot->n_keys + NETDEV_MAX_BURST > GPU_DPCLS_SLOT_KEYS
-            || now - slot->gather_ns >= hold_us * 1000LL);
+    if (!hold_us
+        || (view->n_in_flight < inflight && slot->n_keys >= min_gather)
+        || slot->n_tickets == GPU_DPCLS_SLOT_BURSTS
+        || slot->n_keys + NETDEV_MAX_BURST > GPU_DPCLS_SLOT_KEYS) {
+        return DUE_READY;
+    }
+    return (now - slot->gather_ns >= hold_us * 1000LL
+            ? DUE_AT_BOUND : DUE_NOT_YET);
+}
+
+/* Launches the gathering 'slot' if it is due (gpu_dpcls_slot_due()),
+ * counting those the hold bound sent; returns whether it did. */
+static bool
+gpu_dpcls_slot_launch_if_due(struct gpu_dpcls *gd,
+                             struct gpu_dpcls_view *view,
+                             struct gpu_dpcls_slot *slot, long long int now)
+{
+    enum gpu_dpcls_due due = gpu_dpcls_slot_due(view, slot, now);
+
+    if (due == DUE_NOT_YET) {
+        return false;
+    }
+    if (due == DUE_AT_BOUND) {
+        stat_add(&gd->stats.bound_launches, 1);
+    }
+    gpu_dpcls_slot_launch(gd, view, slot, now);
+    return true;
 }
 
 /* A ticket that sends its burst to OVS's own lookup, already counted. */
@@ -1208,9 +1238,7 @@ gpu_dpcls_lookup_submit(void *aux, struct dpcls *cls OVS_UNUSED,
     slot->n_keys += cnt;
     slot->cpu_ns += monotonic_nsec() - start;
 
-    if (gpu_dpcls_slot_should_launch(view, slot, start)) {
-        gpu_dpcls_slot_launch(gd, view, slot, start);
-    }
+    gpu_dpcls_slot_launch_if_due(gd, view, slot, start);
     stat_add(&gd->stats.busy_ns, monotonic_nsec() - start);
     return ticket;
 }
@@ -1229,10 +1257,12 @@ gpu_dpcls_lookup_poll(void *aux, void *ticket_, bool wait)
     if (slot->state == SLOT_GATHERING) {
         long long int now = monotonic_nsec();
 
-        if (!wait && !gpu_dpcls_slot_should_launch(view, slot, now)) {
+        if (wait) {
+            /* The thread has nothing else to do: no need to gather. */
+            gpu_dpcls_slot_launch(gd, view, slot, now);
+        } else if (!gpu_dpcls_slot_launch_if_due(gd, view, slot, now)) {
             return false;
         }
-        gpu_dpcls_slot_launch(gd, view, slot, now);
     }
     if (slot->state == SLOT_IN_FLIGHT) {
         int slow_us;
@@ -1259,11 +1289,9 @@ gpu_dpcls_lookup_poll(void *aux, void *ticket_, bool wait)
         view->n_in_flight--;
 
         /* The device has room again: send what gathered meanwhile. */
-        if (view->gathering
-            && gpu_dpcls_slot_should_launch(view, view->gathering,
-                                            monotonic_nsec())) {
-            gpu_dpcls_slot_launch(gd, view, view->gathering,
-                                  monotonic_nsec());
+        if (view->gathering) {
+            gpu_dpcls_slot_launch_if_due(gd, view, view->gathering,
+                                         monotonic_nsec());
         }
     }
     return true;
@@ -1475,9 +1503,11 @@ gpu_dpcls_format(struct ds *s, struct gpu_dpcls *gd)
     uint64_t held = stat_get(&st->held_bursts);
     uint64_t launches = stat_get(&st->launches);
     ds_put_format(s, "  held bursts: %"PRIu64", classifier calls: %"PRIu64
-                  " (%.1f keys per call)\n", held, launches,
+                  " (%.1f keys per call), %"PRIu64" at gpu-max-hold-us\n",
+                  held, launches,
                   launches ? (double) stat_get(&st->launch_keys) / launches
-                           : 0.0);
+                           : 0.0,
+                  stat_get(&st->bound_launches));
     if (held) {
         uint64_t counts[GPU_DPCLS_HOLD_BUCKETS], total = 0;
         size_t i;
@@ -1569,7 +1599,7 @@ gpu_dpcls_stats_clear_cmd(struct unixctl_conn *conn, int argc OVS_UNUSED,
             &st->cpu_lookups, &st->batches, &st->fallbacks,
             &st->device_errors, &st->confirm_fails, &st->rebuilds,
             &st->busy_ns, &st->held_bursts, &st->launches,
-            &st->launch_keys, &st->hold_max_ns,
+            &st->bound_launches, &st->launch_keys, &st->hold_max_ns,
         };
 
         /* 'gpu_lookups' and 'mismatches' feed gpu_dpcls_totals(). */
